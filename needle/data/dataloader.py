@@ -140,9 +140,14 @@ def _resolve_device(device):
             raise ValueError(f"DataLoader device must be 'cpu', 'cuda' or a needle device; got {device!r}")
         device = needle.cpu() if device == "cpu" else needle.cuda()
     if not device.enabled():
+        try:
+            device.xp  # the device's own error says why (e.g. CuPy missing)
+            reason = "it reports itself disabled"
+        except RuntimeError as error:
+            reason = str(error)
         raise RuntimeError(
-            f"DataLoader device {device.name!r} is not available on this machine; "
-            f"pass device=needle.cpu() (or install CuPy and use a machine with a GPU)"
+            f"DataLoader device {device.name!r} is not available on this machine ({reason}); "
+            f"pass device=needle.cpu() to load batches on the CPU"
         )
     return device
 
