@@ -1,0 +1,14 @@
+"""needle: the Necessary Elements of Deep Learning.
+
+A small define-by-run framework (the CMU Deep Learning Systems course's API) over numpy on CPU and
+CuPy on GPU, with live graph counters that the ``trainers`` package turns into leak warnings.
+"""
+from . import autograd
+from .autograd import Op, TensorOp, TensorTuple, TensorTupleOp, Value, snapshot as graph_snapshot
+from .tensor import Tensor
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .backend_ndarray import NDArray, all_devices, cpu, cpu_numpy, cuda, default_device
+from . import backend_ndarray, backend_selection, ops, init
+from .ops import *  # noqa: F401,F403  (the course's ndl.add, ndl.matmul, ...)
+
+__version__ = "0.1.0"

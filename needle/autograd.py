@@ -1,0 +1,351 @@
+"""The computational graph: Value, Tensor, Op, reverse-mode differentiation and live counters.
+
+``x1 + x2`` goes ``Tensor.__add__`` -> ``EWiseAdd.__call__`` -> ``Tensor.make_from_op`` (a new
+node, ``__new__`` + ``_init``) -> ``realize_cached_data`` (inputs first, then ``op.compute``).
+With ``LAZY_MODE = True`` the compute waits until something needs the data.
+
+Counters are kept O(1) per node and read with :func:`snapshot`: ``TENSOR_COUNTER`` is the number
+of live Values (the course's counter); graph nodes are the live Values that have an op.
+"""
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+import numpy
+
+from .backend_ndarray import NDArray, default_device, resolve_dtype
+from .grad_mode import GRAD_MODE, no_grad
+
+LAZY_MODE = False
+
+# ---- live counters (module globals: the cheapest thing to bump on every node) -----------------
+TENSOR_COUNTER = 0
+_VALUES_CREATED = 0
+_NODES_CREATED = 0
+_NODES_FREED = 0
+_BACKWARD_CALLS = 0
+_BYTES_BY_DEVICE: Dict[str, int] = {"cpu": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphSnapshot:
+    """The graph counters at one moment (all cumulative counts start at import)."""
+
+    live_tensors: int
+    live_nodes: int
+    nodes_created: int
+    nodes_freed: int
+    tensors_created: int
+    backward_calls: int
+    bytes_by_device: Dict[str, int]
+
+    @property
+    def live_bytes(self):
+        """Bytes held by live arrays over all devices."""
+        return sum(self.bytes_by_device.values())
+
+
+def snapshot():
+    """Read every graph counter at once, in O(1).
+
+    Bytes are those of arrays that live Values own (views, such as a reshape, count nothing).
+
+    Example:
+        >>> import needle as ndl
+        >>> before = ndl.autograd.snapshot()
+        >>> x = ndl.Tensor([1.0, 2.0])
+        >>> y = x * x
+        >>> after = ndl.autograd.snapshot()
+        >>> after.live_tensors - before.live_tensors, after.live_nodes - before.live_nodes
+        (2, 1)
+        >>> after.bytes_by_device["cpu"] - before.bytes_by_device["cpu"]
+        16
+    """
+    return GraphSnapshot(
+        live_tensors=TENSOR_COUNTER,
+        live_nodes=_NODES_CREATED - _NODES_FREED,
+        nodes_created=_NODES_CREATED,
+        nodes_freed=_NODES_FREED,
+        tensors_created=_VALUES_CREATED,
+        backward_calls=_BACKWARD_CALLS,
+        bytes_by_device=dict(_BYTES_BY_DEVICE),
+    )
+
+
+def _owned_bytes(data):
+    """Bytes of the buffers ``data`` owns: 0 for views, the sum for a tuple."""
+    if data.__class__ is NDArray:
+        raw = data.raw
+        return raw.nbytes if raw.base is None else 0
+    if isinstance(data, tuple):
+        return sum(_owned_bytes(item) for item in data)
+    return 0
+
+
+def _device_name(data):
+    if data.__class__ is NDArray:
+        return data.device.name
+    if isinstance(data, tuple) and data:
+        return _device_name(data[0])
+    return "cpu"
+
+
+# ---- operators ------------------------------------------------------------------------------
+class Op:
+    """An operator: ``compute`` does array math, ``gradient`` gives adjoints as Tensor ops."""
+
+    def __call__(self, *args):
+        raise NotImplementedError()
+
+    def compute(self, *args: Tuple[NDArray]):
+        """Compute the output from input arrays (NDArrays)."""
+        raise NotImplementedError()
+
+    def gradient(self, out_grad: "Value", node: "Value"):
+        """Partial adjoints for each input, built from Tensor ops so that they form a graph."""
+        raise NotImplementedError()
+
+    def gradient_as_tuple(self, out_grad: "Value", node: "Value") -> Tuple["Value"]:
+        """``gradient``'s result as a tuple, one entry per input."""
+        output = self.gradient(out_grad, node)
+        if isinstance(output, tuple):
+            return output
+        if isinstance(output, list):
+            return tuple(output)
+        return (output,)
+
+    def gradient_data(self, out_grad, node):
+        """Adjoints as plain arrays, for ``backward(create_graph=False)``.
+
+        The default runs ``gradient`` under ``no_grad``; hot ops override it to skip the Tensor
+        layer, and may return ``None`` for inputs that do not require a gradient.
+        """
+        if isinstance(out_grad, tuple):
+            out_grad_value = TensorTuple.make_const(out_grad)
+        else:
+            out_grad_value = Tensor.make_const(out_grad)
+        with no_grad():
+            grads = self.gradient_as_tuple(out_grad_value, node)
+        return tuple(None if g is None else g.realize_cached_data() for g in grads)
+
+
+class TensorOp(Op):
+    """An op whose output is a Tensor."""
+
+    def __call__(self, *args):
+        return Tensor.make_from_op(self, args)
+
+
+class TensorTupleOp(Op):
+    """An op whose output is a TensorTuple."""
+
+    def __call__(self, *args):
+        return TensorTuple.make_from_op(self, args)
+
+
+def _compute(op, inputs):
+    arrays = [x.realize_cached_data() for x in inputs]
+    try:
+        return op.compute(*arrays)
+    except (ValueError, TypeError) as error:
+        if str(error).startswith(type(op).__name__):
+            raise  # the op already named itself and the shapes
+        shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in arrays)
+        message = f"{type(op).__name__}: cannot apply to inputs of shapes {shapes}: {error}"
+        raise type(error)(message) from error
+
+
+# ---- values ---------------------------------------------------------------------------------
+class Value:
+    """A node in the computational graph: an array and, unless it is a leaf, how it was made."""
+
+    __slots__ = (
+        "op",  # the Op that produced this value; None for a leaf or a constant
+        "inputs",  # the Values fed to ``op``
+        "cached_data",  # the array (NDArray, or a tuple of them for a TensorTuple)
+        "requires_grad",  # whether backward computes a gradient for this value
+        "grad",  # the gradient after backward()
+        "_nbytes",  # bytes this value added to the live-memory counter
+        "_memory_device",  # which device's counter those bytes went to
+        "__weakref__",
+    )
+
+    def _init(
+        self,
+        op: Optional[Op],
+        inputs: List["Value"],
+        *,
+        num_outputs: int = 1,
+        cached_data=None,
+        requires_grad: Optional[bool] = None,
+    ):
+        global TENSOR_COUNTER, _VALUES_CREATED, _NODES_CREATED
+        self._nbytes = 0
+        TENSOR_COUNTER += 1
+        _VALUES_CREATED += 1
+        if op is not None:
+            _NODES_CREATED += 1
+        if requires_grad is None:
+            requires_grad = any(x.requires_grad for x in inputs)
+        self.op = op
+        self.inputs = inputs
+        self.requires_grad = requires_grad
+        self.grad = None
+        self.cached_data = cached_data
+        if cached_data is not None:
+            self._count_bytes(cached_data)
+
+    def _count_bytes(self, data):
+        nbytes = _owned_bytes(data)
+        if nbytes:
+            device = _device_name(data)
+            self._nbytes = nbytes
+            self._memory_device = device
+            _BYTES_BY_DEVICE[device] = _BYTES_BY_DEVICE.get(device, 0) + nbytes
+
+    def __del__(self):
+        global TENSOR_COUNTER, _NODES_FREED
+        try:
+            nbytes = self._nbytes
+        except (AttributeError, NameError):
+            return  # never initialised
+        try:
+            TENSOR_COUNTER -= 1
+            if self.op is not None:
+                _NODES_FREED += 1
+            if nbytes:
+                _BYTES_BY_DEVICE[self._memory_device] -= nbytes
+        except (AttributeError, NameError, TypeError):
+            pass  # interpreter shutdown
+
+    def realize_cached_data(self):
+        """The array of this value, computing it (and any unrealized inputs) first if needed."""
+        data = self.cached_data
+        if data is not None:
+            return data
+        for node in _unrealized_in_topo_order(self):
+            node._set_cached_data(_compute(node.op, node.inputs))
+        return self.cached_data
+
+    def _set_cached_data(self, data):
+        if self._nbytes:
+            _BYTES_BY_DEVICE[self._memory_device] -= self._nbytes
+            self._nbytes = 0
+        self.cached_data = data
+        self._count_bytes(data)
+
+    def is_leaf(self):
+        return self.op is None
+
+    @classmethod
+    def make_const(cls, data, requires_grad=False):
+        """A leaf holding ``data`` (an array, or the data of another Value)."""
+        value = cls.__new__(cls)
+        if isinstance(data, Value):
+            data = data.realize_cached_data()
+        value._init(None, (), cached_data=data, requires_grad=requires_grad)
+        return value
+
+    @classmethod
+    def make_from_op(cls, op: Op, inputs: List["Value"]):
+        """The node for ``op(*inputs)``; a constant when nothing needs its gradient."""
+        value = cls.__new__(cls)
+        if GRAD_MODE.enabled:
+            for x in inputs:
+                if x.requires_grad:
+                    value._init(op, inputs, requires_grad=True)
+                    if not LAZY_MODE:
+                        value.realize_cached_data()
+                    return value
+            if LAZY_MODE:
+                value._init(op, inputs, requires_grad=False)
+                return value
+        # NOTE: course semantics: a result that needs no gradient is detached at once.
+        value._init(None, (), cached_data=_compute(op, inputs), requires_grad=False)
+        return value
+
+
+def _unrealized_in_topo_order(root):
+    """The nodes without data that ``root`` depends on, inputs before the nodes they feed."""
+    order, visited, stack = [], set(), [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        for x in node.inputs:
+            if x.cached_data is None and id(x) not in visited:
+                stack.append((x, False))
+    return order
+
+
+class TensorTuple(Value):
+    """A tuple of tensors that is one node (the output of ``make_tuple``, ``split``)."""
+
+    __slots__ = ()
+
+    def __len__(self):
+        return len(self.realize_cached_data())
+
+    def __getitem__(self, index: int):
+        from .ops.ops_tuple import tuple_get_item
+
+        return tuple_get_item(self, index)
+
+    def tuple(self):
+        return tuple(self[i] for i in range(len(self)))
+
+    def __iter__(self):
+        return iter(self.tuple())
+
+    def __repr__(self):
+        return "needle.TensorTuple" + str(self.tuple())
+
+    def __str__(self):
+        return self.__repr__()
+
+    def __add__(self, other):
+        from .ops.ops_tuple import make_tuple
+
+        if not isinstance(other, TensorTuple) or len(self) != len(other):
+            raise ValueError("a TensorTuple can only be added to a TensorTuple of the same length")
+        return make_tuple(*[self[i] + other[i] for i in range(len(self))])
+
+    def detach(self):
+        """A TensorTuple with the same data and no graph."""
+        return TensorTuple.make_const(self.realize_cached_data())
+
+
+from .tensor import Tensor  # noqa: E402  (Tensor subclasses Value, defined above)
+from .backward import (  # noqa: E402
+    compute_gradient_of_variables,
+    find_topo_sort,
+    sum_node_list,
+    topo_sort_dfs,
+)
+
+
+def _count_backward_call():
+    global _BACKWARD_CALLS
+    _BACKWARD_CALLS += 1
+
+
+__all__ = [
+    "LAZY_MODE",
+    "TENSOR_COUNTER",
+    "GraphSnapshot",
+    "Op",
+    "Tensor",
+    "TensorOp",
+    "TensorTuple",
+    "TensorTupleOp",
+    "Value",
+    "compute_gradient_of_variables",
+    "find_topo_sort",
+    "snapshot",
+    "sum_node_list",
+    "topo_sort_dfs",
+]

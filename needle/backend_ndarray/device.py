@@ -1,0 +1,183 @@
+"""Devices: small objects that own an array module (numpy on CPU, CuPy on CUDA).
+
+A device knows how to make arrays on itself; everything else about an array lives in
+:class:`~needle.backend_ndarray.ndarray.NDArray`. CuPy is imported only when a CUDA device is
+first asked for; a machine without it never pays for the import, and the original import error
+is kept to be shown when a user calls ``cuda()``.
+"""
+import numpy
+
+_FLOAT_KINDS = "f"
+
+
+class Device:
+    """A place where arrays live, backed by one array module (``numpy`` or ``cupy``).
+
+    Devices are singletons: ``cpu() is cpu()``, so comparing them is an identity check.
+
+    Example:
+        >>> import needle as ndl
+        >>> ndl.cpu().name, ndl.cpu().enabled()
+        ('cpu', True)
+        >>> ndl.cpu().array([1, 2]).dtype
+        dtype('float32')
+    """
+
+    __slots__ = ("name", "_xp", "_array_type", "_unavailable_reason")
+
+    def __init__(self, name, xp=None, unavailable_reason=None):
+        self.name = name
+        self._xp = xp
+        self._array_type = xp.ndarray if xp is not None else None
+        self._unavailable_reason = unavailable_reason
+
+    def enabled(self):
+        """True when arrays can be made on this device (CuPy and a GPU are present)."""
+        return self._xp is not None
+
+    @property
+    def xp(self):
+        """The array module behind this device (numpy or cupy)."""
+        if self._xp is None:
+            raise RuntimeError(
+                f"device {self.name}() is not available: {self._unavailable_reason}. "
+                "Install CuPy for your CUDA version (pip install 'needle-dl[cuda]' for CUDA 12, "
+                "'needle-dl[cuda13]' for CUDA 13) on a machine with an NVIDIA GPU, or use ndl.cpu()."
+            )
+        return self._xp
+
+    def __repr__(self):
+        return f"{self.name}()"
+
+    def __reduce__(self):
+        return (_device_by_name, (self.name,))
+
+    # ---- array creation -------------------------------------------------------------------
+    def array(self, obj, dtype=None):
+        """An array of this device's module holding ``obj`` (copies only when it must).
+
+        Python lists and scalars become float32 unless ``dtype`` says otherwise; numpy and
+        CuPy arrays keep their dtype.
+        """
+        xp = self.xp
+        if dtype is not None:
+            dtype = resolve_dtype(dtype)
+        if isinstance(obj, self._array_type):
+            return obj if dtype is None or obj.dtype == dtype else obj.astype(dtype)
+        if self.name == "cpu" and hasattr(obj, "get") and not isinstance(obj, numpy.ndarray):
+            obj = obj.get()  # a CuPy array coming to the host
+        if dtype is None and not hasattr(obj, "dtype"):
+            dtype = numpy.float32
+        return xp.asarray(obj, dtype=dtype)
+
+    def empty(self, shape, dtype="float32"):
+        return self.xp.empty(shape, dtype=resolve_dtype(dtype))
+
+    def full(self, shape, fill_value, dtype="float32"):
+        return self.xp.full(shape, fill_value, dtype=resolve_dtype(dtype))
+
+    def zeros(self, *shape, dtype="float32"):
+        return self.xp.zeros(_shape_of(shape), dtype=resolve_dtype(dtype))
+
+    def ones(self, *shape, dtype="float32"):
+        return self.xp.ones(_shape_of(shape), dtype=resolve_dtype(dtype))
+
+    def from_host(self, host_array, dtype="float32"):
+        """Move a numpy array drawn on the host to this device, cast to ``dtype``."""
+        host_array = numpy.asarray(host_array)
+        dtype = resolve_dtype(dtype)
+        if host_array.dtype != dtype:
+            host_array = host_array.astype(dtype)
+        return host_array if self.name == "cpu" else self.xp.asarray(host_array)
+
+    def rand(self, *shape, dtype="float32"):
+        """Uniform [0, 1) numbers, drawn with ``numpy.random.rand`` so seeds reproduce on every device."""
+        return self.from_host(numpy.random.rand(*_shape_of(shape)), dtype)
+
+    def randn(self, *shape, dtype="float32"):
+        """Standard normal numbers, drawn with ``numpy.random.randn`` on the host."""
+        return self.from_host(numpy.random.randn(*_shape_of(shape)), dtype)
+
+    def one_hot(self, n, i, dtype="float32"):
+        """Rows of the ``n``-by-``n`` identity picked by the integer array ``i``."""
+        xp = self.xp
+        indices = xp.asarray(i).astype(numpy.int64, copy=False)
+        out = xp.zeros(indices.shape + (n,), dtype=resolve_dtype(dtype))
+        xp.put_along_axis(out, indices[..., None], 1, axis=-1)
+        return out
+
+
+def _shape_of(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return shape
+
+
+_DTYPE_CACHE = {}
+
+
+def resolve_dtype(dtype):
+    """numpy's dtype object for ``dtype`` ("float32", numpy.float32, ...), with a clear error."""
+    try:
+        return _DTYPE_CACHE[dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
+        resolved = numpy.dtype(dtype)
+    except TypeError as error:
+        raise TypeError(
+            f"unknown dtype {dtype!r}: use a numpy dtype name such as 'float32', 'float64' or 'int64'"
+        ) from error
+    try:
+        _DTYPE_CACHE[dtype] = resolved
+    except TypeError:
+        pass
+    return resolved
+
+
+def _load_cupy():
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return None, "CuPy found no CUDA GPU"
+        return cupy, None
+    except Exception as error:  # ImportError, or a CUDA driver error
+        return None, f"{type(error).__name__}: {error}"
+
+
+_CPU = Device("cpu", numpy)
+_CUDA = None
+
+
+def cpu():
+    """The CPU device (numpy arrays)."""
+    return _CPU
+
+
+def cpu_numpy():
+    """The CPU device; the course's name for the numpy-backed device."""
+    return _CPU
+
+
+def cuda():
+    """The CUDA device (CuPy arrays). Check ``cuda().enabled()`` before using it."""
+    global _CUDA
+    if _CUDA is None:
+        cupy, reason = _load_cupy()
+        _CUDA = Device("cuda", cupy, unavailable_reason=reason)
+    return _CUDA
+
+
+def default_device():
+    """The device used when none is given: the CPU."""
+    return _CPU
+
+
+def all_devices():
+    """Every device this build knows, enabled or not."""
+    return [cpu(), cuda()]
+
+
+def _device_by_name(name):
+    return cpu() if name == "cpu" else cuda()

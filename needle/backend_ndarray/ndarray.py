@@ -1,0 +1,299 @@
+"""NDArray: the course's array interface as a thin wrapper of one numpy or CuPy array.
+
+Every method is one call into the device's array module; no per-element Python and no copy that
+the operation itself does not need. Strides are reported in elements, as the course does.
+"""
+import numpy
+
+from .device import Device, cpu, resolve_dtype
+
+
+class NDArray:
+    """An n-dimensional array on a device.
+
+    Args:
+        other: an NDArray (shared, or moved to ``device``), a numpy/CuPy array, or nested lists.
+        device: where the array lives; defaults to the other array's device, else ``cpu()``.
+        dtype: element type; Python lists default to float32, arrays keep theirs.
+
+    Example:
+        >>> from needle.backend_ndarray import NDArray
+        >>> a = NDArray([[1, 2], [3, 4]])
+        >>> (a @ a).numpy().tolist()
+        [[7.0, 10.0], [15.0, 22.0]]
+        >>> a.strides, a.dtype
+        ((2, 1), dtype('float32'))
+    """
+
+    __slots__ = ("raw", "device")
+    __array_priority__ = 1000  # numpy defers mixed arithmetic to NDArray's operators
+
+    def __init__(self, other, device=None, dtype=None):
+        if isinstance(other, NDArray):
+            device = device or other.device
+            raw = other.raw if device is other.device else _move(other.raw, device)
+        else:
+            if device is None:
+                device = _device_of_raw(other)
+            raw = device.array(other, dtype=None)
+        if dtype is not None:
+            dtype = resolve_dtype(dtype)
+            if raw.dtype != dtype:
+                raw = raw.astype(dtype)
+        self.raw = raw
+        self.device = device
+
+    @classmethod
+    def make(cls, raw, device):
+        """Wrap ``raw`` (an array of ``device``'s module) without checks or copies."""
+        array = cls.__new__(cls)
+        array.raw = raw
+        array.device = device
+        return array
+
+    # ---- properties -----------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self.raw.shape
+
+    @property
+    def strides(self):
+        """Strides in elements, not bytes."""
+        itemsize = self.raw.itemsize
+        return tuple(s // itemsize for s in self.raw.strides)
+
+    @property
+    def dtype(self):
+        return self.raw.dtype
+
+    @property
+    def size(self):
+        return self.raw.size
+
+    @property
+    def ndim(self):
+        return self.raw.ndim
+
+    @property
+    def nbytes(self):
+        return self.raw.nbytes
+
+    def __len__(self):
+        return len(self.raw)
+
+    def __repr__(self):
+        return f"NDArray({self.numpy()!r}, device={self.device!r})"
+
+    def __str__(self):
+        return str(self.numpy())
+
+    # ---- conversion -----------------------------------------------------------------------
+    def numpy(self):
+        """A numpy array with the same values (the array itself on CPU, a host copy on CUDA)."""
+        raw = self.raw
+        return raw if isinstance(raw, numpy.ndarray) else raw.get()
+
+    def __array__(self, dtype=None, copy=None):
+        host = self.numpy()
+        if dtype is not None and host.dtype != dtype:
+            return host.astype(dtype)
+        return host.copy() if copy else host
+
+    def to(self, device):
+        """This array on ``device`` (itself when already there)."""
+        return self if device is self.device else NDArray.make(_move(self.raw, device), device)
+
+    def astype(self, dtype, copy=True):
+        return _wrap(self.raw.astype(resolve_dtype(dtype), copy=copy), self.device)
+
+    def item(self):
+        return self.raw.item()
+
+    def __float__(self):
+        return float(self.raw)
+
+    def __int__(self):
+        return int(self.raw)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    # ---- memory layout --------------------------------------------------------------------
+    def is_compact(self):
+        """True when the array is one C-contiguous block of memory."""
+        return self.raw.flags.c_contiguous
+
+    def compact(self):
+        """A C-contiguous version (itself when it already is)."""
+        if self.raw.flags.c_contiguous:
+            return self
+        return NDArray.make(self.device.xp.ascontiguousarray(self.raw), self.device)
+
+    def as_strided(self, shape, strides):
+        """A view with the given shape and strides (in elements)."""
+        xp = self.device.xp
+        itemsize = self.raw.itemsize
+        byte_strides = tuple(s * itemsize for s in strides)
+        if xp is numpy:
+            view = numpy.lib.stride_tricks.as_strided(self.raw, shape=shape, strides=byte_strides)
+        else:
+            view = xp.lib.stride_tricks.as_strided(self.raw, shape=shape, strides=byte_strides)
+        return NDArray.make(view, self.device)
+
+    def reshape(self, new_shape):
+        return NDArray.make(self.raw.reshape(new_shape), self.device)
+
+    def permute(self, new_axes):
+        return NDArray.make(self.raw.transpose(new_axes), self.device)
+
+    def broadcast_to(self, new_shape):
+        return NDArray.make(self.device.xp.broadcast_to(self.raw, new_shape), self.device)
+
+    def flip(self, axes):
+        return NDArray.make(self.device.xp.flip(self.raw, axes), self.device)
+
+    def pad(self, axes):
+        """Zero padding: ``axes`` holds one ``(before, after)`` pair per dimension."""
+        return NDArray.make(self.device.xp.pad(self.raw, axes), self.device)
+
+    def fill(self, value):
+        """Set every element to ``value``, in place."""
+        self.raw.fill(value)
+
+    def __getitem__(self, index):
+        return _wrap(self.raw[_raw_index(index)], self.device)
+
+    def __setitem__(self, index, value):
+        self.raw[_raw_index(index)] = value.raw if isinstance(value, NDArray) else value
+
+    # ---- arithmetic -----------------------------------------------------------------------
+    def _other(self, other):
+        if isinstance(other, NDArray):
+            if other.device is not self.device:
+                raise ValueError(
+                    f"cannot combine an array on {self.device} with one on {other.device}: "
+                    "move one with .to(device) first"
+                )
+            return other.raw
+        return other
+
+    def __add__(self, other):
+        return _wrap(self.raw + self._other(other), self.device)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return _wrap(self.raw - self._other(other), self.device)
+
+    def __rsub__(self, other):
+        return _wrap(self._other(other) - self.raw, self.device)
+
+    def __mul__(self, other):
+        return _wrap(self.raw * self._other(other), self.device)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        return _wrap(self.raw / self._other(other), self.device)
+
+    def __rtruediv__(self, other):
+        return _wrap(self._other(other) / self.raw, self.device)
+
+    def __pow__(self, other):
+        return _wrap(self.raw ** self._other(other), self.device)
+
+    def __rpow__(self, other):
+        return _wrap(self._other(other) ** self.raw, self.device)
+
+    def __neg__(self):
+        return NDArray.make(-self.raw, self.device)
+
+    def __matmul__(self, other):
+        return _wrap(self.raw @ self._other(other), self.device)
+
+    def __rmatmul__(self, other):
+        return _wrap(self._other(other) @ self.raw, self.device)
+
+    def __eq__(self, other):
+        return _wrap(self.raw == self._other(other), self.device)
+
+    def __ne__(self, other):
+        return _wrap(self.raw != self._other(other), self.device)
+
+    def __lt__(self, other):
+        return _wrap(self.raw < self._other(other), self.device)
+
+    def __le__(self, other):
+        return _wrap(self.raw <= self._other(other), self.device)
+
+    def __gt__(self, other):
+        return _wrap(self.raw > self._other(other), self.device)
+
+    def __ge__(self, other):
+        return _wrap(self.raw >= self._other(other), self.device)
+
+    __hash__ = None
+
+    def maximum(self, other):
+        return _wrap(self.device.xp.maximum(self.raw, self._other(other)), self.device)
+
+    def log(self):
+        return NDArray.make(self.device.xp.log(self.raw), self.device)
+
+    def exp(self):
+        return NDArray.make(self.device.xp.exp(self.raw), self.device)
+
+    def tanh(self):
+        return NDArray.make(self.device.xp.tanh(self.raw), self.device)
+
+    def abs(self):
+        return NDArray.make(self.device.xp.abs(self.raw), self.device)
+
+    def sqrt(self):
+        return NDArray.make(self.device.xp.sqrt(self.raw), self.device)
+
+    # ---- reductions (a full reduction still returns an array, never a Python scalar) ------
+    def sum(self, axis=None, keepdims=False):
+        return _wrap(self.raw.sum(axis=_axis(axis), keepdims=keepdims), self.device)
+
+    def max(self, axis=None, keepdims=False):
+        return _wrap(self.raw.max(axis=_axis(axis), keepdims=keepdims), self.device)
+
+    def mean(self, axis=None, keepdims=False):
+        return _wrap(self.raw.mean(axis=_axis(axis), keepdims=keepdims), self.device)
+
+    def argmax(self, axis=None):
+        return _wrap(self.raw.argmax(axis=axis), self.device)
+
+
+def _wrap(raw, device):
+    """Wrap an array-module result; numpy turns 0-d results into scalars, which are made arrays again."""
+    if not isinstance(raw, device._array_type):
+        raw = device.xp.asarray(raw)
+    return NDArray.make(raw, device)
+
+
+def _axis(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _raw_index(index):
+    if isinstance(index, NDArray):
+        return index.raw
+    if isinstance(index, tuple):
+        return tuple(i.raw if isinstance(i, NDArray) else i for i in index)
+    return index
+
+
+def _device_of_raw(raw):
+    if isinstance(raw, numpy.ndarray) or not hasattr(raw, "__cuda_array_interface__"):
+        return cpu()
+    from .device import cuda
+
+    return cuda()
+
+
+def _move(raw, device: Device):
+    if device.name == "cpu":
+        return raw if isinstance(raw, numpy.ndarray) else raw.get()
+    return device.xp.asarray(raw)

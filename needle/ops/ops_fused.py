@@ -1,0 +1,142 @@
+"""Fused ops: one node (and one backward step) where a chain of small ops would cost more.
+
+``linear`` is ``x @ weight + bias`` and ``softmax_cross_entropy`` is the mean cross-entropy of
+logits against integer labels; both give exactly the values of the unfused chains.
+"""
+from ..autograd import TensorOp
+from ..backend_ndarray import NDArray
+from .ops_logarithmic import logsumexp
+from .ops_mathematic import exp
+from .ops_shape import broadcast_to, matmul, reshape, summation, transpose
+
+
+class LinearOp(TensorOp):
+    """``x @ weight + bias`` for ``x`` of shape (..., in), weight (in, out), bias broadcastable to (out,)."""
+
+    def compute(self, x: NDArray, weight: NDArray, bias: NDArray = None):
+        if x.shape[-1] != weight.shape[0]:
+            raise ValueError(
+                f"LinearOp: input has {x.shape[-1]} features (shape {x.shape}) but the weight "
+                f"expects {weight.shape[0]} (shape {weight.shape})"
+            )
+        out = x.raw @ weight.raw
+        if bias is not None:
+            out += bias.raw.reshape(-1)
+        return NDArray.make(out, x.device)
+
+    def gradient(self, out_grad, node):
+        x, weight = node.inputs[0], node.inputs[1]
+        features_in, features_out = weight.shape
+        grad_flat = reshape(out_grad, (-1, features_out))
+        grad_x = matmul(out_grad, transpose(weight))
+        grad_weight = matmul(transpose(reshape(x, (-1, features_in))), grad_flat)
+        if len(node.inputs) == 2:
+            return grad_x, grad_weight
+        grad_bias = reshape(summation(grad_flat, axes=(0,)), node.inputs[2].shape)
+        return grad_x, grad_weight, grad_bias
+
+    def gradient_data(self, out_grad, node):
+        inputs = node.inputs
+        x, weight = inputs[0], inputs[1]
+        g = out_grad.raw
+        w = weight.cached_data.raw
+        device = out_grad.device
+        grad_x = NDArray.make(g @ w.T, device) if x.requires_grad else None
+        g_flat = g.reshape(-1, w.shape[1])
+        grad_weight = None
+        if weight.requires_grad:
+            grad_weight = NDArray.make(x.cached_data.raw.reshape(-1, w.shape[0]).T @ g_flat, device)
+        if len(inputs) == 2:
+            return grad_x, grad_weight
+        bias = inputs[2]
+        grad_bias = NDArray.make(g_flat.sum(axis=0).reshape(bias.cached_data.shape), device) if bias.requires_grad else None
+        return grad_x, grad_weight, grad_bias
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight + bias`` as one node.
+
+    Example:
+        >>> import needle as ndl
+        >>> x = ndl.Tensor([[1.0, 2.0]])
+        >>> w = ndl.Tensor([[1.0], [1.0]])
+        >>> ndl.ops.linear(x, w, ndl.Tensor([[0.5]])).numpy().tolist()
+        [[3.5]]
+    """
+    if bias is None:
+        return LinearOp()(x, weight)
+    return LinearOp()(x, weight, bias)
+
+
+class SoftmaxCrossEntropy(TensorOp):
+    """Mean over the batch of ``logsumexp(logits) - logits[label]``; labels are integer class ids."""
+
+    def compute(self, logits: NDArray, labels: NDArray):
+        if logits.ndim != 2 or labels.shape != logits.shape[:1]:
+            raise ValueError(
+                f"SoftmaxCrossEntropy needs logits of shape (batch, classes) and labels of shape (batch,); "
+                f"got logits {logits.shape} and labels {labels.shape}"
+            )
+        xp = logits.device.xp
+        z = logits.raw
+        label_ids = _label_ids(labels, logits.shape[1])
+        top = z.max(axis=1, keepdims=True)
+        shifted = z - top
+        exp_shifted = xp.exp(shifted)
+        totals = exp_shifted.sum(axis=1, keepdims=True)
+        rows = xp.arange(z.shape[0])
+        picked = shifted[rows, label_ids]
+        loss = (xp.log(totals[:, 0]) - picked).mean()
+        # NOTE: the softmax is kept for the fast backward path; it is batch x classes, small.
+        exp_shifted /= totals
+        self._softmax = exp_shifted
+        self._label_ids = label_ids
+        return NDArray.make(xp.asarray(loss, dtype=z.dtype), logits.device)
+
+    def gradient(self, out_grad, node):
+        logits, labels = node.inputs
+        batch, classes = logits.shape
+        lse = broadcast_to(reshape(logsumexp(logits, axes=(1,)), (batch, 1)), logits.shape)
+        softmax = exp(logits - lse)
+        one_hot = _one_hot_tensor(labels, classes, logits)
+        scale = broadcast_to(reshape(out_grad, (1, 1)), logits.shape) / batch
+        return (softmax - one_hot) * scale, None
+
+    def gradient_data(self, out_grad, node):
+        logits = node.inputs[0].cached_data
+        xp = logits.device.xp
+        softmax = getattr(self, "_softmax", None)
+        if softmax is None:
+            raise RuntimeError("SoftmaxCrossEntropy.gradient_data called before compute")
+        grad = softmax.copy()
+        batch = grad.shape[0]
+        grad[xp.arange(batch), self._label_ids] -= 1
+        grad *= out_grad.raw / batch
+        return NDArray.make(grad.astype(logits.dtype, copy=False), logits.device), None
+
+
+def _label_ids(labels: NDArray, classes):
+    raw = labels.raw
+    if raw.dtype.kind == "f":
+        raw = raw.astype("int64")
+    elif raw.dtype.kind not in "iu":
+        raise TypeError(f"softmax cross-entropy needs integer class labels, got dtype {raw.dtype}")
+    return raw
+
+
+def _one_hot_tensor(labels, classes, like):
+    from ..init import one_hot
+
+    return one_hot(classes, labels, device=like.device, dtype=like.dtype)
+
+
+def softmax_cross_entropy(logits, labels):
+    """Mean softmax cross-entropy of ``logits`` (batch, classes) against integer ``labels``.
+
+    Example:
+        >>> import needle as ndl
+        >>> logits = ndl.Tensor([[0.0, 0.0]])
+        >>> round(ndl.ops.softmax_cross_entropy(logits, ndl.Tensor([1], dtype="int64")).item(), 4)
+        0.6931
+    """
+    return SoftmaxCrossEntropy()(logits, labels)

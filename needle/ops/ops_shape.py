@@ -1,0 +1,249 @@
+"""Shape, reduction and matrix ops: reshape, broadcast, transpose, sum, matmul, stack, flip, dilate."""
+from ..autograd import TensorOp
+from ..backend_ndarray import NDArray
+from ._shapes import normalize_axes, unbroadcast, unbroadcast_data
+
+
+class Transpose(TensorOp):
+    """Swap two axes (the last two by default), as the course's ``transpose``."""
+
+    def __init__(self, axes=None):
+        if axes is not None and len(tuple(axes)) != 2:
+            raise ValueError(f"Transpose swaps two axes; got axes={axes!r}")
+        self.axes = tuple(axes) if axes is not None else None
+
+    def _permutation(self, ndim):
+        if ndim < 2:
+            raise ValueError(f"Transpose needs at least 2 dimensions, got a tensor with {ndim}")
+        first, second = self.axes if self.axes is not None else (ndim - 2, ndim - 1)
+        order = list(range(ndim))
+        order[first], order[second] = order[second], order[first]
+        return tuple(order)
+
+    def compute(self, a: NDArray):
+        return a.permute(self._permutation(a.ndim))
+
+    def gradient(self, out_grad, node):
+        return transpose(out_grad, self.axes)
+
+    def gradient_data(self, out_grad, node):
+        return (out_grad.permute(self._permutation(out_grad.ndim)),)
+
+
+def transpose(a, axes=None):
+    return Transpose(axes)(a)
+
+
+class Reshape(TensorOp):
+    """The same elements in a new shape (one dimension may be -1)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    def compute(self, a: NDArray):
+        try:
+            return a.reshape(self.shape)
+        except ValueError as error:
+            raise ValueError(f"Reshape: cannot reshape {a.shape} ({a.size} elements) into {self.shape}") from error
+
+    def gradient(self, out_grad, node):
+        return reshape(out_grad, node.inputs[0].shape)
+
+    def gradient_data(self, out_grad, node):
+        return (out_grad.reshape(node.inputs[0].cached_data.shape),)
+
+
+def reshape(a, shape):
+    return Reshape(shape)(a)
+
+
+class BroadcastTo(TensorOp):
+    """Repeat along axes of size 1 (and new leading axes) to reach ``shape``."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    def compute(self, a: NDArray):
+        try:
+            return a.broadcast_to(self.shape)
+        except ValueError as error:
+            raise ValueError(
+                f"BroadcastTo: cannot broadcast shape {a.shape} to {self.shape}: "
+                "only axes of size 1 (or missing leading axes) can grow"
+            ) from error
+
+    def gradient(self, out_grad, node):
+        return unbroadcast(out_grad, node.inputs[0].shape)
+
+    def gradient_data(self, out_grad, node):
+        return (unbroadcast_data(out_grad, node.inputs[0].cached_data.shape),)
+
+
+def broadcast_to(a, shape):
+    return BroadcastTo(shape)(a)
+
+
+class Summation(TensorOp):
+    """Sum over ``axes`` (None: all; an int; or a tuple), dropping the summed axes."""
+
+    def __init__(self, axes=None):
+        self.axes = axes
+
+    def compute(self, a: NDArray):
+        return a.sum(axis=normalize_axes(self.axes, a.ndim))
+
+    def _kept_shape(self, input_shape):
+        axes = normalize_axes(self.axes, len(input_shape))
+        if axes is None:
+            return (1,) * len(input_shape)
+        return tuple(1 if i in axes else size for i, size in enumerate(input_shape))
+
+    def gradient(self, out_grad, node):
+        # NOTE: the gradient first gets the summed axes back as size 1, then broadcasts.
+        input_shape = node.inputs[0].shape
+        return broadcast_to(reshape(out_grad, self._kept_shape(input_shape)), input_shape)
+
+    def gradient_data(self, out_grad, node):
+        input_shape = node.inputs[0].cached_data.shape
+        return (out_grad.reshape(self._kept_shape(input_shape)).broadcast_to(input_shape),)
+
+
+def summation(a, axes=None):
+    return Summation(axes)(a)
+
+
+class MatMul(TensorOp):
+    """Matrix product ``a @ b``, batched over leading axes with numpy broadcasting."""
+
+    def compute(self, a: NDArray, b: NDArray):
+        if a.ndim < 2 or b.ndim < 2:
+            raise ValueError(
+                f"MatMul needs operands with at least 2 dimensions, got shapes {a.shape} and {b.shape}: "
+                "reshape a vector to (1, n) or (n, 1)"
+            )
+        if a.shape[-1] != b.shape[-2]:
+            raise ValueError(
+                f"MatMul: shapes {a.shape} @ {b.shape} do not fit: "
+                f"the last axis of the first ({a.shape[-1]}) must equal the second-last of the second ({b.shape[-2]})"
+            )
+        return a @ b
+
+    def gradient(self, out_grad, node):
+        a, b = node.inputs
+        grad_a = matmul(out_grad, transpose(b))
+        grad_b = matmul(transpose(a), out_grad)
+        return unbroadcast(grad_a, a.shape), unbroadcast(grad_b, b.shape)
+
+    def gradient_data(self, out_grad, node):
+        a, b = node.inputs
+        a_data, b_data = a.cached_data, b.cached_data
+        grad_a = grad_b = None
+        if a.requires_grad:
+            grad_a = unbroadcast_data(out_grad @ _swap_last_two(b_data), a_data.shape)
+        if b.requires_grad:
+            grad_b = unbroadcast_data(_swap_last_two(a_data) @ out_grad, b_data.shape)
+        return grad_a, grad_b
+
+
+def _swap_last_two(array):
+    order = list(range(array.ndim))
+    order[-1], order[-2] = order[-2], order[-1]
+    return array.permute(tuple(order))
+
+
+def matmul(a, b):
+    return MatMul()(a, b)
+
+
+class Stack(TensorOp):
+    """Join equally shaped tensors along a new axis; takes a TensorTuple (or list via ``stack``)."""
+
+    def __init__(self, axis: int):
+        self.axis = axis
+
+    def compute(self, args):
+        shapes = {a.shape for a in args}
+        if len(shapes) != 1:
+            raise ValueError(f"Stack needs tensors of one shape, got shapes {sorted(shapes)}")
+        device = args[0].device
+        return NDArray.make(device.xp.stack([a.raw for a in args], axis=self.axis), device)
+
+    def gradient(self, out_grad, node):
+        from .ops_tuple import split
+
+        return split(out_grad, self.axis)
+
+
+def stack(args, axis):
+    from .ops_tuple import make_tuple
+
+    return Stack(axis)(make_tuple(*args))
+
+
+class Flip(TensorOp):
+    """Reverse the order of elements along ``axes``."""
+
+    def __init__(self, axes=None):
+        self.axes = tuple(axes) if axes is not None else None
+
+    def compute(self, a: NDArray):
+        axes = self.axes if self.axes is not None else tuple(range(a.ndim))
+        return a.flip(axes).compact()
+
+    def gradient(self, out_grad, node):
+        return flip(out_grad, self.axes)
+
+
+def flip(a, axes):
+    return Flip(axes)(a)
+
+
+class Dilate(TensorOp):
+    """Insert ``dilation`` zeros after each element along ``axes``."""
+
+    def __init__(self, axes: tuple, dilation: int):
+        self.axes = tuple(axes)
+        self.dilation = dilation
+
+    def compute(self, a: NDArray):
+        step = self.dilation + 1
+        shape = list(a.shape)
+        index = [slice(None)] * a.ndim
+        for axis in self.axes:
+            if axis >= a.ndim:
+                continue  # NOTE: the course ignores axes the tensor does not have
+            shape[axis] *= step
+            index[axis] = slice(None, None, step)
+        out = NDArray.make(a.device.xp.zeros(tuple(shape), dtype=a.dtype), a.device)
+        out[tuple(index)] = a
+        return out
+
+    def gradient(self, out_grad, node):
+        return undilate(out_grad, self.axes, self.dilation)
+
+
+def dilate(a, axes, dilation):
+    return Dilate(axes, dilation)(a)
+
+
+class UnDilate(TensorOp):
+    """Keep every ``dilation + 1``-th element along ``axes`` (undoes ``dilate``)."""
+
+    def __init__(self, axes: tuple, dilation: int):
+        self.axes = tuple(axes)
+        self.dilation = dilation
+
+    def compute(self, a: NDArray):
+        index = [slice(None)] * a.ndim
+        for axis in self.axes:
+            if axis < a.ndim:
+                index[axis] = slice(None, None, self.dilation + 1)
+        return a[tuple(index)].compact()
+
+    def gradient(self, out_grad, node):
+        return dilate(out_grad, self.axes, self.dilation)
+
+
+def undilate(a, axes, dilation):
+    return UnDilate(axes, dilation)(a)
+

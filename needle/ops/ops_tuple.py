@@ -1,0 +1,82 @@
+"""Ops whose input or output is a TensorTuple: make_tuple, tuple_get_item, split, fused_add_scalars."""
+from ..autograd import TensorOp, TensorTuple, TensorTupleOp, Value
+from ..backend_ndarray import NDArray
+
+
+class MakeTensorTuple(TensorTupleOp):
+    """Bundle tensors into one TensorTuple node."""
+
+    def compute(self, *args):
+        return tuple(args)
+
+    def gradient(self, out_grad, node):
+        return tuple(out_grad[i] for i in range(len(out_grad)))
+
+
+def make_tuple(*args):
+    return MakeTensorTuple()(*args)
+
+
+class TupleGetItem(TensorOp):
+    """The ``index``-th tensor of a TensorTuple."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def __call__(self, a: TensorTuple, fold_const=True) -> Value:
+        # NOTE: item i of make_tuple(...) is the i-th input itself; no node is made for it.
+        if fold_const and isinstance(a.op, MakeTensorTuple):
+            return a.inputs[self.index]
+        return super().__call__(a)
+
+    def compute(self, a):
+        return a[self.index]
+
+    def gradient(self, out_grad, node):
+        from ..init import zeros_like
+
+        source = node.inputs[0]
+        grads = [out_grad if i == self.index else zeros_like(value) for i, value in enumerate(source)]
+        return make_tuple(*grads)
+
+
+def tuple_get_item(value, index):
+    return TupleGetItem(index)(value)
+
+
+class Split(TensorTupleOp):
+    """Slice a tensor along ``axis`` into a TensorTuple, removing that axis (undoes ``stack``)."""
+
+    def __init__(self, axis: int):
+        self.axis = axis
+
+    def compute(self, a: NDArray):
+        xp = a.device.xp
+        return tuple(NDArray.make(xp.ascontiguousarray(piece), a.device) for piece in xp.moveaxis(a.raw, self.axis, 0))
+
+    def gradient(self, out_grad, node):
+        from .ops_shape import stack
+
+        return stack(list(out_grad), self.axis)
+
+
+def split(a, axis):
+    return Split(axis)(a)
+
+
+class FusedAddScalars(TensorTupleOp):
+    """``(a + c0, a + c1)`` as one node: the course's example of an op with two outputs."""
+
+    def __init__(self, c0: float, c1: float):
+        self.c0 = c0
+        self.c1 = c1
+
+    def compute(self, a):
+        return a + self.c0, a + self.c1
+
+    def gradient(self, out_grad, node):
+        return out_grad[0] + out_grad[1]
+
+
+def fused_add_scalars(x, c0, c1):
+    return FusedAddScalars(c0, c1)(x)
