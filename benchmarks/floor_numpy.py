@@ -1,11 +1,14 @@
 """The floor: the benchmark's MLP written by hand in numpy (CPU) or CuPy (GPU), with no graph.
 
 Forward, hand-derived backward and an in-place momentum update, into buffers allocated once per
-batch size, so each step does the arithmetic and almost nothing else. The loss value itself is
-never computed: the update does not need it, and the other implementations do not read theirs.
+batch size, so each step does the arithmetic and almost nothing else. Parameters, gradients and
+velocities each live in one flat buffer (the parameters are views into it), so the update is one
+pass over all of them. The loss value itself is never computed: the update does not need it, and
+the other implementations do not read theirs.
 """
 import numpy as np
 
+from floor_kernels import CupyStages, NumpyStages
 from timing import HostPeakMemory, no_synchronize
 from workload import EVAL_BATCH_SIZE
 
@@ -33,10 +36,12 @@ class FloorMLP:
             self.xp = cupy
             self.name = "floor (cupy)"
             self.synchronize = cupy.cuda.Device().synchronize
+            self.stages = CupyStages()
         else:
             self.xp = np
             self.name = "floor (numpy)"
             self.synchronize = no_synchronize
+            self.stages = NumpyStages()
         xp = self.xp
         # Uploaded once; labels become platform integers so indexing with them is direct.
         self.train_images = xp.asarray(workload.train_images)
@@ -55,9 +60,13 @@ class FloorMLP:
     def reset(self, weights):
         """Load the initial weights and zero the momentum."""
         xp = self.xp
-        self.params = [xp.array(w, dtype=xp.float32) for w in weights]
-        self.grads = [xp.zeros_like(p) for p in self.params]
-        self.velocities = [xp.zeros_like(p) for p in self.params]
+        sizes = [w.size for w in weights]
+        self.flat_params = xp.asarray(np.concatenate([w.ravel() for w in weights]).astype(np.float32))
+        self.flat_grads = xp.zeros_like(self.flat_params)
+        self.flat_velocities = xp.zeros_like(self.flat_params)
+        offsets = np.cumsum([0] + sizes)
+        self.params = [self.flat_params[a:b].reshape(w.shape) for a, b, w in zip(offsets, offsets[1:], weights)]
+        self.grads = [self.flat_grads[a:b].reshape(w.shape) for a, b, w in zip(offsets, offsets[1:], weights)]
 
     def _buffers_for(self, batch_size):
         buffers = self._buffers.get(batch_size)
@@ -77,38 +86,27 @@ class FloorMLP:
         x = self.train_images[batch_indices]
         labels = self.train_labels[batch_indices]
 
-        # forward
+        # forward (the output layer's bias is added inside softmax_grad)
         xp.matmul(x, w1, out=h)
-        h += b1
-        xp.maximum(h, 0, out=h)
+        self.stages.bias_relu(h, b1)
         xp.matmul(h, w2, out=z)
-        z += b2
 
         # d(mean cross-entropy)/dz = (softmax(z) - onehot(y)) / batch, here pre-multiplied by
         # (1 - momentum): every gradient below is linear in dz, so they all come out already
         # scaled for the momentum rule and the update saves one pass over each parameter.
         momentum, lr = self.workload.momentum, self.workload.lr
-        scale = (1.0 - momentum) / batch_size
-        z -= z.max(axis=1, keepdims=True)
-        xp.exp(z, out=z)
-        z *= scale / z.sum(axis=1, keepdims=True)
-        z[buf.rows, labels] -= scale
+        self.stages.softmax_grad(z, b2, labels, buf.rows, (1.0 - momentum) / batch_size)
 
         # backward
         xp.matmul(h.T, z, out=grad_w2)
         xp.sum(z, axis=0, keepdims=True, out=grad_b2)
         xp.matmul(z, w2.T, out=dh)
-        dh *= h > 0  # NOTE: ReLU's gradient at exactly 0 is taken as 0, as in needle and torch.
+        self.stages.relu_backward(h, dh)
         xp.matmul(x.T, dh, out=grad_w1)
         xp.sum(dh, axis=0, keepdims=True, out=grad_b1)
 
         # u = momentum * u + (1 - momentum) * grad, the factor already in grad; w -= lr * u.
-        # The grads are reused as scratch.
-        for param, grad, velocity in zip(self.params, self.grads, self.velocities):
-            velocity *= momentum
-            velocity += grad
-            xp.multiply(velocity, lr, out=grad)
-            param -= grad
+        self.stages.momentum_update(self.flat_grads, self.flat_velocities, self.flat_params, momentum, lr)
 
     def _epoch_order(self):
         order = np.random.permutation(self.train_images.shape[0])
@@ -135,8 +133,7 @@ class FloorMLP:
         for start in range(0, self.test_images.shape[0], EVAL_BATCH_SIZE):
             x = self.test_images[start : start + EVAL_BATCH_SIZE]
             h = x @ w1
-            h += b1
-            xp.maximum(h, 0, out=h)
+            self.stages.bias_relu(h, b1)
             z = h @ w2
             z += b2
             correct += (z.argmax(axis=1) == self.test_labels[start : start + EVAL_BATCH_SIZE]).sum()

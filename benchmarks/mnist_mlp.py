@@ -23,7 +23,10 @@ import traceback
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
+# The checkout's needle, so the benchmark measures the working tree without an install.
+sys.path.insert(0, os.path.dirname(BENCHMARK_DIR))
+sys.path.insert(0, BENCHMARK_DIR)
 
 from floor_numpy import FloorMLP  # noqa: E402
 from needle_mlp import NeedleMLP, needle_available  # noqa: E402

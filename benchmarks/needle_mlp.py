@@ -9,6 +9,10 @@ from timing import HostPeakMemory, no_synchronize
 from workload import EVAL_BATCH_SIZE
 
 NEEDLE_MODULES = ("needle", "needle.nn", "needle.optim", "needle.data")
+NEEDLE_API = (
+    "cpu", "cuda", "Tensor", "no_grad", "nn.Sequential", "nn.Linear", "nn.ReLU", "nn.SoftmaxLoss",
+    "optim.SGD", "data.DataLoader", "data.NDArrayDataset",
+)
 
 
 def needle_available():
@@ -20,7 +24,20 @@ def needle_available():
             importlib.import_module(module)
         except Exception as error:  # a half-written module can fail in any way
             return False, f"import {module} failed: {type(error).__name__}: {error}"
+    import needle
+
+    missing = [name for name in NEEDLE_API if not _has_path(needle, name)]
+    if missing:
+        return False, f"needle has no {', '.join(missing)} yet"
     return True, ""
+
+
+def _has_path(module, dotted):
+    for part in dotted.split("."):
+        if not hasattr(module, part):
+            return False
+        module = getattr(module, part)
+    return True
 
 
 class NeedleMLP:
