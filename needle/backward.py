@@ -73,4 +73,11 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
             if input_grad is None or not x.requires_grad:
                 continue
             previous = grads_by_node.get(x)
-            grads_by_node[x] = input_grad if previous is None else previous + input_grad
+            grads_by_node[x] = input_grad if previous is None else _add_grads(previous, input_grad)
+
+
+def _add_grads(previous, grad):
+    """Sum two array gradients; a TensorTuple's gradients (tuples of arrays) add item by item."""
+    if isinstance(previous, tuple):
+        return tuple(p + g for p, g in zip(previous, grad))
+    return previous + grad
