@@ -23,6 +23,8 @@ _VALUES_CREATED = 0
 _NODES_CREATED = 0
 _NODES_FREED = 0
 _BACKWARD_CALLS = 0
+_SPENT_MARKED = 0  # graph nodes that some backward() has traversed ("spent"), cumulative
+_SPENT_FREED = 0
 _BYTES_BY_DEVICE: Dict[str, int] = {"cpu": 0}
 
 
@@ -37,6 +39,10 @@ class GraphSnapshot:
     tensors_created: int
     backward_calls: int
     bytes_by_device: Dict[str, int]
+    live_spent_nodes: int = 0
+
+    # NOTE: a spent node is a live graph node that a backward() has already gone through. A
+    # training loop frees them every iteration; when they pile up, something keeps old graphs.
 
     @property
     def live_bytes(self):
@@ -68,6 +74,7 @@ def snapshot():
         tensors_created=_VALUES_CREATED,
         backward_calls=_BACKWARD_CALLS,
         bytes_by_device=dict(_BYTES_BY_DEVICE),
+        live_spent_nodes=_SPENT_MARKED - _SPENT_FREED,
     )
 
 
@@ -166,6 +173,7 @@ class Value:
         "grad",  # the gradient after backward()
         "_nbytes",  # bytes this value added to the live-memory counter
         "_memory_device",  # which device's counter those bytes went to
+        "_spent",  # True once a backward() has traversed this node
         "__weakref__",
     )
 
@@ -180,6 +188,7 @@ class Value:
     ):
         global TENSOR_COUNTER, _VALUES_CREATED, _NODES_CREATED
         self._nbytes = 0
+        self._spent = False
         TENSOR_COUNTER += 1
         _VALUES_CREATED += 1
         if op is not None:
@@ -203,7 +212,7 @@ class Value:
             _BYTES_BY_DEVICE[device] = _BYTES_BY_DEVICE.get(device, 0) + nbytes
 
     def __del__(self):
-        global TENSOR_COUNTER, _NODES_FREED
+        global TENSOR_COUNTER, _NODES_FREED, _SPENT_FREED
         try:
             nbytes = self._nbytes
         except (AttributeError, NameError):
@@ -212,6 +221,8 @@ class Value:
             TENSOR_COUNTER -= 1
             if self.op is not None:
                 _NODES_FREED += 1
+                if self._spent:
+                    _SPENT_FREED += 1
             if nbytes:
                 _BYTES_BY_DEVICE[self._memory_device] -= nbytes
         except (AttributeError, NameError, TypeError):
@@ -328,9 +339,48 @@ from .backward import (  # noqa: E402
 )
 
 
-def _count_backward_call():
-    global _BACKWARD_CALLS
+def _count_backward_call(nodes):
+    """Count one backward() pass and mark the graph nodes it traversed as spent."""
+    global _BACKWARD_CALLS, _SPENT_MARKED
     _BACKWARD_CALLS += 1
+    marked = 0
+    for node in nodes:
+        if not node._spent and node.op is not None:
+            node._spent = True
+            marked += 1
+    _SPENT_MARKED += marked
+
+
+# ---- node observers: zero cost unless a diagnostic asks ----------------------------------------
+_NODE_OBSERVERS = []
+_PLAIN_MAKE_FROM_OP = Value.__dict__["make_from_op"].__func__
+
+
+def _make_from_op_observed(cls, op, inputs):
+    value = _PLAIN_MAKE_FROM_OP(cls, op, inputs)
+    if value.op is not None:
+        for observer in _NODE_OBSERVERS:
+            observer(value)
+    return value
+
+
+def add_node_observer(observer):
+    """Call ``observer(node)`` for every graph node made from now on, until removed.
+
+    For diagnostics (the trainers' leak locator): while no observer is installed, making a node
+    costs nothing extra; while one is, every op pays for the call.
+    """
+    if not _NODE_OBSERVERS:
+        Value.make_from_op = classmethod(_make_from_op_observed)
+    _NODE_OBSERVERS.append(observer)
+
+
+def remove_node_observer(observer):
+    """Stop calling ``observer``; the last removal restores the plain, unobserved path."""
+    if observer in _NODE_OBSERVERS:
+        _NODE_OBSERVERS.remove(observer)
+    if not _NODE_OBSERVERS:
+        Value.make_from_op = classmethod(_PLAIN_MAKE_FROM_OP)
 
 
 __all__ = [
@@ -343,6 +393,8 @@ __all__ = [
     "TensorTuple",
     "TensorTupleOp",
     "Value",
+    "add_node_observer",
+    "remove_node_observer",
     "compute_gradient_of_variables",
     "find_topo_sort",
     "snapshot",

@@ -44,26 +44,29 @@ def compute_gradient_of_variables(output_tensor, out_grad):
     """Store in ``.grad`` of every node that needs it the gradient of ``output_tensor``.
 
     Gradients are Tensor graphs themselves (the course's semantics), so the gradient of a
-    gradient can be taken.
+    gradient can be taken. Returns the nodes traversed, in topological order.
     """
     grads_by_node = {output_tensor: [out_grad]}
-    for node in reversed(find_topo_sort([output_tensor], prune_constants=True)):
+    order = find_topo_sort([output_tensor], prune_constants=True)
+    for node in reversed(order):
         node.grad = sum_node_list(grads_by_node.pop(node))
         if node.op is None:
             continue
         for x, grad in zip(node.inputs, node.op.gradient_as_tuple(node.grad, node)):
             if x.requires_grad:
                 grads_by_node.setdefault(x, []).append(grad)
+    return order
 
 
 def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     """The fast path of ``backward(create_graph=False)``: arrays only, no graph built.
 
     Only leaves that require a gradient get ``.grad`` (made by ``make_leaf_grad``); inner nodes
-    keep none, so nothing of the backward pass outlives it.
+    keep none, so nothing of the backward pass outlives it. Returns the nodes traversed.
     """
     grads_by_node = {output_tensor: out_grad}
-    for node in reversed(find_topo_sort([output_tensor], prune_constants=True)):
+    order = find_topo_sort([output_tensor], prune_constants=True)
+    for node in reversed(order):
         grad = grads_by_node.pop(node)
         op = node.op
         if op is None:
@@ -74,6 +77,7 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
                 continue
             previous = grads_by_node.get(x)
             grads_by_node[x] = input_grad if previous is None else _add_grads(previous, input_grad)
+    return order
 
 
 def _add_grads(previous, grad):

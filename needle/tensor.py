@@ -199,12 +199,12 @@ class Tensor(Value):
             )
             if out_grad_data.shape != data.shape:
                 raise ValueError(f"out_grad has shape {out_grad_data.shape}, the tensor has shape {data.shape}")
-        autograd._count_backward_call()
         if create_graph:
             grad = out_grad if isinstance(out_grad, Tensor) else Tensor.make_const(out_grad_data)
-            compute_gradient_of_variables(self, grad)
+            traversed = compute_gradient_of_variables(self, grad)
         else:
-            compute_gradient_data(self, out_grad_data, Tensor.make_const)
+            traversed = compute_gradient_data(self, out_grad_data, Tensor.make_const)
+        autograd._count_backward_call(traversed)
 
     # ---- operators ------------------------------------------------------------------------
     def __add__(self, other):
