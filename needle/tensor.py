@@ -67,6 +67,7 @@ class Tensor(Value):
     """
 
     __slots__ = ()
+    __array_priority__ = 1000  # a numpy scalar on the left (np.float64(2) * t) defers to Tensor's operators
 
     def __init__(self, array, *, device=None, dtype=None, requires_grad=True, **kwargs):
         if dtype is not None:
