@@ -1,0 +1,3 @@
+"""Neural-network modules: the course's ``needle.nn`` (Module, Parameter, layers, losses)."""
+from .nn_basic import *  # noqa: F401,F403
+from .nn_basic import __all__

@@ -1,0 +1,249 @@
+"""Module and Parameter: how a model finds its learnable tensors, switches modes and saves its state.
+
+A Module finds its Parameters, buffers (named in ``buffer_names``, such as BatchNorm's running
+statistics) and submodules by walking its attributes, including lists, tuples and dicts, so the
+course's plain ``self.layers = [...]`` style needs no registration calls.
+"""
+import collections
+
+import numpy
+
+from ..autograd import Tensor
+from ..backend_ndarray import NDArray
+
+
+class Parameter(Tensor):
+    """A Tensor that a Module reports as learnable (returned by ``parameters()``).
+
+    Example:
+        >>> import needle as ndl
+        >>> p = ndl.nn.Parameter(ndl.init.ones(2))
+        >>> p.requires_grad, isinstance(p, ndl.Tensor)
+        (True, True)
+    """
+
+    __slots__ = ()
+
+
+class StateDictError(KeyError, ValueError):
+    """A state dict that does not fit the module: missing, unexpected or mis-shaped entries."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
+class Module:
+    """Base class of every layer and model: ``forward`` does the work, ``__call__`` runs it.
+
+    Example:
+        >>> import needle as ndl
+        >>> from needle import nn
+        >>> class TwoLayers(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.layers = [nn.Linear(3, 4), nn.Linear(4, 2)]
+        ...     def forward(self, x):
+        ...         return self.layers[1](self.layers[0](x))
+        >>> model = TwoLayers()
+        >>> len(model.parameters()), list(model.state_dict())[:2]
+        (4, ['layers.0.weight', 'layers.0.bias'])
+        >>> model.eval().training, model.layers[0].training
+        (False, False)
+    """
+
+    buffer_names = ()  # attributes holding non-learnable state saved by state_dict (running statistics)
+
+    def __init__(self):
+        self.training = True
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    # ---- finding parameters, buffers and submodules ---------------------------------------
+    def _named_attributes(self):
+        """(name, value) pairs to search for parameters, buffers and submodules."""
+        return self.__dict__.items()
+
+    def named_parameters(self):
+        """``(name, parameter)`` pairs, each parameter once (under the first name it is found by)."""
+        return [(name, tensor) for name, tensor, is_buffer in _named_tensors(self) if not is_buffer]
+
+    def parameters(self):
+        """Every Parameter of this module and its submodules, each once, in the order found.
+
+        Returns:
+            a list of Parameters (pass it to an optimizer).
+        """
+        return [tensor for _, tensor, is_buffer in _named_tensors(self) if not is_buffer]
+
+    def named_buffers(self):
+        """``(name, tensor)`` pairs of the non-learnable state (e.g. BatchNorm running statistics)."""
+        return [(name, tensor) for name, tensor, is_buffer in _named_tensors(self) if is_buffer]
+
+    def children(self):
+        """The submodules held directly by this module (in attributes, lists, tuples, dicts), each once."""
+        found, seen = [], {id(self)}
+        for value in self.__dict__.values():
+            _collect_modules(value, found, seen)
+        return found
+
+    def _children(self):
+        """Every submodule below this one, depth first, each once (the course's name)."""
+        found, seen = [], {id(self)}
+
+        def visit(module):
+            for child in module.children():
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    found.append(child)
+                    visit(child)
+
+        visit(self)
+        return found
+
+    def modules(self):
+        """This module followed by every submodule below it, each once."""
+        return [self] + self._children()
+
+    # ---- modes ------------------------------------------------------------------------------
+    def train(self, mode=True):
+        """Switch this module and all its submodules to training mode (``mode=False``: evaluation).
+
+        Returns:
+            the module itself.
+        """
+        mode = bool(mode)
+        self.training = mode
+        for module in self._children():
+            module.training = mode
+        return self
+
+    def eval(self):
+        """Switch this module and all its submodules to evaluation mode; returns the module."""
+        return self.train(False)
+
+    # ---- devices and state ------------------------------------------------------------------
+    def to(self, device):
+        """Move every parameter and buffer to ``device`` in place (each keeps its identity); returns self."""
+        for _, tensor, _ in _named_tensors(self):
+            data = tensor.realize_cached_data()
+            if data.device is not device:
+                tensor.data = Tensor.make_const(data.to(device))
+        return self
+
+    def state_dict(self):
+        """Parameters and buffers as an ordered dict of name -> numpy copy.
+
+        Names join attribute names, list indices and dict keys with dots (``"layers.1.bias"``);
+        a Sequential names its layers by position (``"0.weight"``).
+        """
+        state = collections.OrderedDict()
+        for name, tensor, _ in _named_tensors(self):
+            data = tensor.realize_cached_data()
+            host = data.numpy()
+            state[name] = host.copy() if host is data.raw else host
+        return state
+
+    def load_state_dict(self, state, strict=True):
+        """Copy the arrays of ``state`` into this module's parameters and buffers.
+
+        Everything is checked before anything is assigned, so on error the module is unchanged.
+
+        Args:
+            state: a mapping of name -> array (numpy, CuPy, NDArray or Tensor), as ``state_dict()`` gives.
+            strict: when True, missing and unexpected names are errors; when False they are skipped.
+
+        Raises:
+            StateDictError (a KeyError and a ValueError): naming every missing, unexpected or
+            mis-shaped entry.
+        """
+        targets = collections.OrderedDict((name, tensor) for name, tensor, _ in _named_tensors(self))
+        problems, updates = [], []
+        if strict:
+            missing = [name for name in targets if name not in state]
+            unexpected = [name for name in state if name not in targets]
+            if missing:
+                problems.append(f"missing keys: {missing}")
+            if unexpected:
+                problems.append(f"unexpected keys: {unexpected}")
+        for name, tensor in targets.items():
+            if name not in state:
+                continue
+            host = _to_host(state[name])
+            if host.shape != tensor.shape:
+                problems.append(f"{name!r}: the checkpoint has shape {host.shape}, the module has {tensor.shape}")
+                continue
+            updates.append((tensor, host))
+        if problems:
+            raise StateDictError(
+                f"load_state_dict for {type(self).__name__} failed, nothing was loaded:\n  "
+                + "\n  ".join(problems)
+                + "\n(save and load the same architecture, or pass strict=False to skip names)"
+            )
+        for tensor, host in updates:
+            device, dtype = tensor.device, tensor.dtype
+            raw = device.from_host(numpy.array(host, dtype=dtype, copy=True), dtype)
+            tensor.data = Tensor.make_const(NDArray.make(raw, device))
+
+
+def _to_host(value):
+    """A numpy array holding ``value`` (a numpy/CuPy array, NDArray, Tensor, or numbers)."""
+    if isinstance(value, Tensor):
+        return value.numpy()
+    if isinstance(value, NDArray):
+        return value.numpy()
+    if hasattr(value, "get") and not isinstance(value, numpy.ndarray):
+        return value.get()
+    return numpy.asarray(value)
+
+
+def _named_tensors(module):
+    """``(name, tensor, is_buffer)`` for every parameter and buffer under ``module``, each once."""
+    found, seen_tensors = [], set()
+    _walk_module(module, "", found, seen_tensors, {id(module)})
+    return found
+
+
+def _walk_module(module, prefix, found, seen_tensors, seen_modules):
+    buffers = module.buffer_names
+    for name, value in module._named_attributes():
+        if buffers and name in buffers and isinstance(value, Tensor) and not isinstance(value, Parameter):
+            if id(value) not in seen_tensors:
+                seen_tensors.add(id(value))
+                found.append((prefix + name, value, True))
+            continue
+        _walk_value(value, prefix + name, found, seen_tensors, seen_modules)
+
+
+def _walk_value(value, name, found, seen_tensors, seen_modules):
+    if isinstance(value, Parameter):
+        if id(value) not in seen_tensors:
+            seen_tensors.add(id(value))
+            found.append((name, value, False))
+    elif isinstance(value, Module):
+        if id(value) not in seen_modules:
+            seen_modules.add(id(value))
+            _walk_module(value, name + ".", found, seen_tensors, seen_modules)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _walk_value(item, f"{name}.{key}", found, seen_tensors, seen_modules)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _walk_value(item, f"{name}.{index}", found, seen_tensors, seen_modules)
+
+
+def _collect_modules(value, found, seen):
+    """Append the Modules directly inside ``value`` (looking into lists, tuples and dicts)."""
+    if isinstance(value, Module):
+        if id(value) not in seen:
+            seen.add(id(value))
+            found.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect_modules(item, found, seen)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect_modules(item, found, seen)

@@ -1,0 +1,100 @@
+"""Normalisation layers: BatchNorm1d (batch statistics, running averages) and LayerNorm1d."""
+from .. import init
+from ..autograd import Tensor
+from ..backend_ndarray import NDArray
+from .module import Module, Parameter
+
+
+def _check_features(layer, x):
+    if len(x.shape) != 2 or x.shape[1] != layer.dim:
+        raise ValueError(f"{type(layer).__name__}({layer.dim}) needs input of shape (batch, {layer.dim}), got {x.shape}")
+
+
+class BatchNorm1d(Module):
+    """Normalise each feature over the batch, then scale by ``weight`` and shift by ``bias``.
+
+    Training uses the batch mean and biased batch variance and updates the running statistics
+    ``running = (1 - momentum) * running + momentum * batch_statistic`` (outside the graph);
+    evaluation normalises with the running statistics.
+
+    Args:
+        dim: number of features.
+        eps: added to the variance before the square root.
+        momentum: weight of the new batch in the running statistics.
+
+    Example:
+        >>> import needle as ndl
+        >>> bn = ndl.nn.BatchNorm1d(2)
+        >>> y = bn(ndl.Tensor([[1.0, 2.0], [3.0, 6.0]]))
+        >>> y.numpy().round(3).tolist()
+        [[-1.0, -1.0], [1.0, 1.0]]
+        >>> [round(m, 3) for m in bn.running_mean.numpy().tolist()]
+        [0.2, 0.4]
+    """
+
+    buffer_names = ("running_mean", "running_var")
+
+    def __init__(self, dim, eps=1e-5, momentum=0.1, device=None, dtype="float32"):
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+        self.momentum = momentum
+        self.weight = Parameter(init.ones(dim, device=device, dtype=dtype))
+        self.bias = Parameter(init.zeros(dim, device=device, dtype=dtype))
+        self.running_mean = init.zeros(dim, device=device, dtype=dtype, requires_grad=False)
+        self.running_var = init.ones(dim, device=device, dtype=dtype, requires_grad=False)
+
+    def forward(self, x):
+        _check_features(self, x)
+        dim = self.dim
+        weight = self.weight.reshape((1, dim))
+        bias = self.bias.reshape((1, dim))
+        if not self.training:
+            running_mean = self.running_mean.realize_cached_data()
+            inverse_std = (self.running_var.realize_cached_data() + self.eps) ** -0.5
+            centered = x - Tensor.make_const(running_mean.reshape((1, dim)))
+            return centered * Tensor.make_const(inverse_std.reshape((1, dim))) * weight + bias
+        batch = x.shape[0]
+        mean = x.sum((0,)) / batch
+        centered = x - mean.reshape((1, dim))
+        variance = (centered * centered).sum((0,)) / batch
+        normalized = centered / ((variance + self.eps) ** 0.5).reshape((1, dim))
+        self._update_running(mean.realize_cached_data(), variance.realize_cached_data())
+        return normalized * weight + bias
+
+    def _update_running(self, mean: NDArray, variance: NDArray):
+        """Blend the batch statistics into the running ones on plain arrays (no graph)."""
+        momentum = self.momentum
+        keep = 1 - momentum
+        device = mean.device
+        new_mean = self.running_mean.realize_cached_data().raw * keep + mean.raw * momentum
+        new_var = self.running_var.realize_cached_data().raw * keep + variance.raw * momentum
+        self.running_mean = Tensor.make_const(NDArray.make(new_mean, device))
+        self.running_var = Tensor.make_const(NDArray.make(new_var, device))
+
+
+class LayerNorm1d(Module):
+    """Normalise each row over its features, then scale by ``weight`` and shift by ``bias``.
+
+    Example:
+        >>> import needle as ndl
+        >>> ln = ndl.nn.LayerNorm1d(2)
+        >>> ln(ndl.Tensor([[1.0, 3.0]])).numpy().round(3).tolist()
+        [[-1.0, 1.0]]
+    """
+
+    def __init__(self, dim, eps=1e-5, device=None, dtype="float32"):
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+        self.weight = Parameter(init.ones(dim, device=device, dtype=dtype))
+        self.bias = Parameter(init.zeros(dim, device=device, dtype=dtype))
+
+    def forward(self, x):
+        _check_features(self, x)
+        batch, dim = x.shape
+        mean = (x.sum((1,)) / dim).reshape((batch, 1))
+        centered = x - mean
+        variance = ((centered * centered).sum((1,)) / dim).reshape((batch, 1))
+        normalized = centered / (variance + self.eps) ** 0.5
+        return normalized * self.weight.reshape((1, dim)) + self.bias.reshape((1, dim))

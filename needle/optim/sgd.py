@@ -1,0 +1,67 @@
+"""Stochastic gradient descent with the course's momentum rule."""
+from .optimizer import Optimizer, check_number
+
+
+class SGD(Optimizer):
+    """SGD with momentum and weight decay, as the course defines them::
+
+        grad = p.grad + weight_decay * p
+        u = momentum * u + (1 - momentum) * grad      (u starts at zero)
+        p = p - lr * u
+
+    Parameters are updated in place; parameters whose ``.grad`` is None are skipped. With
+    ``momentum=0`` the velocity equals the gradient and is not kept in ``self.u``.
+
+    Args:
+        params: the parameters to update (e.g. ``model.parameters()``).
+        lr: learning rate (>= 0).
+        momentum: in [0, 1).
+        weight_decay: L2 penalty (>= 0).
+
+    Example:
+        >>> import needle as ndl
+        >>> w = ndl.nn.Parameter(ndl.Tensor([1.0, 2.0]))
+        >>> w.grad = ndl.Tensor([1.0, 1.0])
+        >>> ndl.optim.SGD([w], lr=0.5).step()
+        >>> w.numpy().tolist()
+        [0.5, 1.5]
+    """
+
+    state_names = ("u",)
+    hyperparameter_names = ("lr", "momentum", "weight_decay")
+
+    def __init__(self, params, lr=0.01, momentum=0.0, weight_decay=0.0):
+        super().__init__(params)
+        self._set_hyperparameters(lr=lr, momentum=momentum, weight_decay=weight_decay)
+        self.u = {}
+
+    def _checked(self, lr, momentum, weight_decay):
+        return {
+            "lr": check_number("lr", lr, low=0),
+            "momentum": check_number("momentum", momentum, low=0, high=1),
+            "weight_decay": check_number("weight_decay", weight_decay, low=0),
+        }
+
+    def step(self):
+        # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
+        lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
+        velocities = self.u
+        for param in self.params:
+            grad = param.grad
+            if grad is None:
+                continue
+            data = param.realize_cached_data()
+            weight = data.raw
+            gradient = grad.realize_cached_data().raw
+            if weight_decay:
+                gradient = gradient + weight_decay * weight
+            if momentum == 0:
+                # NOTE: u would equal grad; it is not stored, so no state can alias a .grad array.
+                weight -= lr * gradient
+                continue
+            velocity = velocities.get(param)
+            if velocity is None:
+                velocity = velocities[param] = data.device.xp.zeros_like(weight)
+            velocity *= momentum
+            velocity += (1 - momentum) * gradient
+            weight -= lr * velocity
