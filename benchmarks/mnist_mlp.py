@@ -176,6 +176,7 @@ def summarise(records):
                 "key": key,
                 "name": record["name"],
                 "train": medians[key],
+                "best": min(record["train"]),
                 "eval": median(record["eval"]),
                 "accuracy": median(record["accuracy"]),
                 "memory_mib": max(record["memory"]) / 2**20,
@@ -207,23 +208,23 @@ def _ratio(value):
 
 def print_text_table(title, rows):
     print(f"\n== {title}")
-    print(f"   {'implementation':14s} {'s/epoch':>9s} {'eval s':>8s} {'test acc':>9s} {'peak MiB':>9s} {'vs floor':>9s} {'vs torch':>9s}")
+    print(f"   {'implementation':14s} {'s/epoch':>9s} {'best':>7s} {'eval s':>8s} {'test acc':>9s} {'peak MiB':>9s} {'vs floor':>9s} {'vs torch':>9s}")
     for row in rows:
         print(
-            f"   {row['name']:14s} {row['train']:9.3f} {row['eval']:8.3f} {100 * row['accuracy']:8.2f}%"
+            f"   {row['name']:14s} {row['train']:9.3f} {row['best']:7.3f} {row['eval']:8.3f} {100 * row['accuracy']:8.2f}%"
             f" {row['memory_mib']:9.1f} {_ratio(row['vs_floor']):>9s} {_ratio(row['vs_torch']):>9s}"
         )
 
 
 def markdown_table(results, memory_label):
     lines = [
-        f"| config | implementation | s/epoch (median) | eval s (median) | test acc | {memory_label} | vs floor | vs torch |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        f"| config | implementation | s/epoch (median) | s/epoch (best) | eval s (median) | test acc | {memory_label} | vs floor | vs torch |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for title, rows in results:
         for row in rows:
             lines.append(
-                f"| {title} | {row['name']} | {row['train']:.3f} | {row['eval']:.3f} | {100 * row['accuracy']:.2f}% |"
+                f"| {title} | {row['name']} | {row['train']:.3f} | {row['best']:.3f} | {row['eval']:.3f} | {100 * row['accuracy']:.2f}% |"
                 f" {row['memory_mib']:.1f} | {_ratio(row['vs_floor'])} | {_ratio(row['vs_torch'])} |"
             )
     return "\n".join(lines)
