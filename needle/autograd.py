@@ -88,6 +88,11 @@ def _owned_bytes(data):
     return 0
 
 
+def owned_bytes(value):
+    """Bytes of the array buffers that ``value`` owns (a view, such as a reshape, owns none)."""
+    return _owned_bytes(value.cached_data) if value.cached_data is not None else 0
+
+
 def _device_name(data):
     if data.__class__ is NDArray:
         return data.device.name
@@ -397,6 +402,7 @@ __all__ = [
     "remove_node_observer",
     "compute_gradient_of_variables",
     "find_topo_sort",
+    "owned_bytes",
     "snapshot",
     "sum_node_list",
     "topo_sort_dfs",

@@ -1,0 +1,8 @@
+"""trainers: a training loop and a memory monitor that catch graph leaks as they start.
+
+``MemoryMonitor`` works in any hand-written loop (one ``step()`` per iteration); ``Trainer``
+runs the usual loop with the monitor, a progress bar, callbacks and checkpoints.
+"""
+from .warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarning
+from .records import StepRecord
+from .monitor import MemoryMonitor

@@ -1,0 +1,77 @@
+"""One record per monitored iteration, and its export to CSV and JSON lines."""
+import csv
+import json
+
+FIELDS = (
+    "iteration",
+    "live_tensors",
+    "live_nodes",
+    "live_spent_nodes",
+    "nodes_created",
+    "nodes_freed",
+    "backward_calls",
+    "bytes_by_device",
+    "host_rss",
+    "device_memory_in_use",
+    "device_memory_peak",
+    "wall_time",
+)
+
+
+class StepRecord:
+    """What the monitor saw at the end of one iteration.
+
+    Attributes:
+        iteration: 0 for the first ``step()``.
+        live_tensors, live_nodes: live Values and live graph nodes (Values with an op).
+        live_spent_nodes: live graph nodes that a backward() already went through.
+        nodes_created, nodes_freed: graph nodes made and freed since the previous step.
+        backward_calls: backward() passes since the previous step.
+        bytes_by_device: bytes held by live arrays, per device name.
+        host_rss: resident set size of the process, in bytes.
+        device_memory_in_use, device_memory_peak: CuPy pool bytes (0 without a GPU).
+        wall_time: seconds since the previous step (since the monitor started, for the first).
+    """
+
+    __slots__ = FIELDS
+
+    def __init__(self, **values):
+        for name in FIELDS:
+            setattr(self, name, values[name])
+
+    @property
+    def live_bytes(self):
+        return sum(self.bytes_by_device.values())
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name in FIELDS}
+
+    def __repr__(self):
+        return f"StepRecord(iteration={self.iteration}, live_nodes={self.live_nodes}, live_bytes={self.live_bytes})"
+
+
+def _flat(record):
+    row = record.as_dict()
+    devices = row.pop("bytes_by_device")
+    for device, nbytes in sorted(devices.items()):
+        row[f"bytes_{device}"] = nbytes
+    return row
+
+
+def write_csv(records, path):
+    """Write records as CSV, one column per field (bytes split into one column per device)."""
+    rows = [_flat(r) for r in records]
+    columns = []
+    for row in rows:
+        columns.extend(c for c in row if c not in columns)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns or list(FIELDS))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_jsonl(records, path):
+    """Write records as JSON lines, one object per iteration."""
+    with open(path, "w") as handle:
+        for record in records:
+            handle.write(json.dumps(record.as_dict()) + "\n")
