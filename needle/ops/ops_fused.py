@@ -5,7 +5,7 @@ logits against integer labels; both give exactly the values of the unfused chain
 """
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
-from .ops_logarithmic import logsumexp
+from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
 from .ops_shape import broadcast_to, matmul, reshape, summation, transpose
 
@@ -96,8 +96,7 @@ class SoftmaxCrossEntropy(TensorOp):
     def gradient(self, out_grad, node):
         logits, labels = node.inputs
         batch, classes = logits.shape
-        lse = broadcast_to(reshape(logsumexp(logits, axes=(1,)), (batch, 1)), logits.shape)
-        softmax = exp(logits - lse)
+        softmax = exp(logsoftmax(logits, axis=1))  # NOTE: logits - logsumexp loses digits at |logits| ~ 1e5
         one_hot = _one_hot_tensor(labels, classes, logits)
         scale = broadcast_to(reshape(out_grad, (1, 1)), logits.shape) / batch
         return (softmax - one_hot) * scale, None
