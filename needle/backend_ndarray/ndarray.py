@@ -175,6 +175,9 @@ class NDArray:
                     "move one with .to(device) first"
                 )
             return other.raw
+        if isinstance(other, numpy.generic):
+            # NOTE: under numpy 2 a numpy float64 scalar would upcast a float32 array; a Python number does not.
+            return other.item()
         return other
 
     def __add__(self, other):
