@@ -74,7 +74,7 @@ def load_checkpoint(path):
             f"no checkpoint at {path}: check the path, or save one first with trainer.save_checkpoint({str(path)!r})"
         )
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        with open(path, "rb") as stream, np.load(stream, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
         document = json.loads(arrays.pop(_STATE_KEY).tobytes().decode("utf-8"))
         if document.get("format") != FORMAT:
