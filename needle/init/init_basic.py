@@ -27,7 +27,7 @@ def rand(*shape, low=0.0, high=1.0, device=None, dtype="float32", requires_grad=
     Example:
         >>> import numpy as np, needle as ndl
         >>> np.random.seed(0)
-        >>> ndl.init.rand(2, low=-1, high=1).numpy().round(4).tolist()
+        >>> [round(v, 4) for v in ndl.init.rand(2, low=-1, high=1).numpy().tolist()]
         [0.0976, 0.4304]
     """
     shape = _shape(shape)
