@@ -22,6 +22,7 @@ class LeakDetector:
         self._pending_growth = 0
         self._no_grad_run = 0
         self._previous = None
+        self._last_spent = self._last_live = 0  # the previous step's counts (lowered by a collection)
         self.quiet_until = -1  # no suspicion before this iteration (backoff after a check)
         self.spent_history = collections.deque(maxlen=16)
         self.bytes_history = collections.deque(maxlen=16)
@@ -31,11 +32,13 @@ class LeakDetector:
         self._previous = record
         self.spent_history.append(record.live_spent_nodes)
         self.bytes_history.append(record.live_bytes)
+        last_spent, last_live = self._last_spent, self._last_live
+        self._last_spent, self._last_live = record.live_spent_nodes, record.live_nodes
         if previous is None:
             return None
-        grew = record.live_nodes > previous.live_nodes
+        grew = record.live_nodes > last_live
         no_backward = record.backward_calls == 0
-        self._spent_growth = self._spent_growth + 1 if record.live_spent_nodes > previous.live_spent_nodes else 0
+        self._spent_growth = self._spent_growth + 1 if record.live_spent_nodes > last_spent else 0
         self._pending_growth = self._pending_growth + 1 if grew and no_backward else 0
         freed_again = record.nodes_created > 0 and no_backward and not grew
         self._no_grad_run = self._no_grad_run + 1 if freed_again else 0
@@ -56,6 +59,16 @@ class LeakDetector:
         if steps <= 0:
             return 0, 0
         return (spent[-1] - spent[-1 - steps]) / steps, (nbytes[-1] - nbytes[-1 - steps]) / steps
+
+    def dismiss(self, suspicion, live_spent_nodes, live_nodes, recheck_next_step=False):
+        """The growth was garbage that a collection freed: count again from the collected counts.
+
+        With ``recheck_next_step`` one more step of growth raises the suspicion again (used when
+        there was no earlier collected count to compare with).
+        """
+        self._last_spent, self._last_live = live_spent_nodes, live_nodes
+        self._spent_growth = self.growth_steps - 1 if recheck_next_step and suspicion == "retained" else 0
+        self._pending_growth = self.pending_steps - 1 if recheck_next_step and suspicion == "pending" else 0
 
     def reset(self, quiet_until):
         self._spent_growth = self._pending_growth = self._no_grad_run = 0

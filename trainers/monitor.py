@@ -4,6 +4,7 @@ One ``step()`` per iteration reads needle's O(1) counters, the process's memory 
 CuPy's pool. A healthy loop costs a few microseconds per step; only a suspected leak switches on
 the costlier search for the user's line (see ``trainers.locator``).
 """
+import gc
 import time
 import warnings
 
@@ -53,6 +54,7 @@ class MemoryMonitor:
         self._pending_finding = None
         self._suspicion = None
         self._checks = 0
+        self._collected_counts = None  # (spent, live) graph nodes right after the last forced collection
         self._previous = autograd.snapshot()
         self._previous_time = time.perf_counter()
 
@@ -121,9 +123,32 @@ class MemoryMonitor:
             self._continue_check(record)
             return
         suspicion = self._detector.observe(record)
+        if suspicion in ("retained", "pending") and not self._outlasts_collection(suspicion):
+            return
         if suspicion is not None:
             self._suspicion = suspicion
             self._locator.start(iteration + 1)
+
+    def _outlasts_collection(self, suspicion):
+        """Whether the growth survives a garbage collection (and is worth locating).
+
+        Graphs caught in reference cycles (backward()'s default ``create_graph=True`` makes some:
+        a node's ``.grad`` graph leads back to the node) are freed only when Python's collector
+        runs, so a healthy loop's counts climb between collections. A young-generation collection
+        usually settles it; a full one runs only when the growth is still there.
+        """
+        field = 0 if suspicion == "retained" else 1
+        before = self._collected_counts
+        gc.collect(1)
+        counts = _graph_counts()
+        if before is None or counts[field] > before[field]:
+            gc.collect()
+            counts = _graph_counts()
+        self._collected_counts = counts
+        if before is not None and counts[field] > before[field]:
+            return True
+        self._detector.dismiss(suspicion, *counts, recheck_next_step=before is None)
+        return False
 
     def _continue_check(self, record):
         iteration = record.iteration
@@ -203,3 +228,7 @@ class MemoryMonitor:
 
         plot_history(self.history, path)
 
+
+def _graph_counts():
+    counters = autograd.snapshot()
+    return counters.live_spent_nodes, counters.live_nodes
