@@ -44,7 +44,7 @@ class LeakLocator:
         self.active = False
         self.iteration = 0
         self.started_at = 0
-        self._nodes = []  # (weak reference, iteration, site)
+        self._nodes = []  # (weak reference, iteration or None for gradient nodes, site)
         self._container = None
         self._container_adds = collections.Counter()
         self._previous_profiler = None
@@ -57,7 +57,9 @@ class LeakLocator:
         autograd.add_node_observer(self._record)
 
     def _record(self, node):
-        self._nodes.append((weakref.ref(node), self.iteration, user_site(2)))
+        # NOTE: a node that backward() made (a gradient graph) is recorded with iteration None.
+        made_in = None if _inside_backward() else self.iteration
+        self._nodes.append((weakref.ref(node), made_in, user_site(2)))
 
     def advance(self, iteration):
         self.iteration = iteration
@@ -92,10 +94,13 @@ class LeakLocator:
 
     def find(self, iteration):
         """Explain the retained nodes at the end of ``iteration``; None if nothing is retained."""
+        gc.collect()  # graphs in reference cycles are garbage, not retained
         alive = []
         for ref, made_in, site in self._nodes:
             node = ref()
-            if node is not None:
+            if node is not None and made_in is not None:
+                # NOTE: gradient graphs (a node's .grad) reach back into every graph backward() went
+                # through; the lines that build them are not the user's, so only forward nodes count.
                 alive.append((node, made_in, site))
         retained = [entry for entry in alive if entry[1] <= iteration - 2]
         if not retained:
@@ -172,3 +177,16 @@ def _name_of(container):
                         if value is container:
                             return f"{type(owner).__name__}.{name}"
     return f"a {type(container).__name__}"
+
+
+def _inside_backward():
+    """True when the node being made comes from a backward() pass (a gradient graph)."""
+    frame = sys._getframe(2)
+    while frame is not None and is_framework_file(frame.f_code.co_filename):
+        if frame.f_code is _BACKWARD_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_BACKWARD_CODE = autograd.compute_gradient_of_variables.__code__
