@@ -1,4 +1,6 @@
 """The text of leak warnings: what happened, where, and the one-line change that cures it."""
+import re
+
 from .sites import describe_site, source_of
 
 
@@ -30,12 +32,14 @@ def graph_leak_message(finding, nodes_per_iteration, bytes_per_iteration, iterat
         )
     if finding.kind == "container":
         where = describe_site(finding.site) if finding.site else "(the adding line was not caught)"
+        stored = _stored_expression(source_of(finding.site)) if finding.site else "loss"
+        as_number = f"float({stored}.numpy())" if "loss" in stored else f"{stored}.numpy()"
         made = f"\n  The tensors are made at {describe_site(finding.created_site)}" if finding.created_site else ""
         return (
             f"{head}\n  {where}\n  The container `{finding.container_name}` holds a tensor with its whole graph "
             f"from every iteration.{made}\n"
-            f"  Fix: store a detached value, e.g. `{finding.container_name}.append(loss.detach())` or "
-            f"`{finding.container_name}.append(float(loss.numpy()))`."
+            f"  Fix: store a detached value, e.g. `{finding.container_name}.append({stored}.detach())` or "
+            f"`{finding.container_name}.append({as_number})`."
         )
     return (
         f"{head}\n  The retained graphs are made at {describe_site(finding.site)}\n"
@@ -44,21 +48,43 @@ def graph_leak_message(finding, nodes_per_iteration, bytes_per_iteration, iterat
     )
 
 
+def _stored_expression(source):
+    """The tensor a line such as ``losses.append(loss)`` stores (``loss`` when unclear)."""
+    match = re.search(r"\.(?:append|add|appendleft|insert)\((.+)\)\s*(?:#.*)?$", source)
+    value = match.group(1).strip() if match else ""
+    return value if value.isidentifier() else "loss"
+
+
 def _carried_fix(source):
-    target = source.split("+=")[0].strip() if "+=" in source else source.split("=")[0].strip()
-    if "+=" in source or ("=" in source and target and target in source.split("=", 1)[1]):
-        if "hidden" in target or target.lower().startswith(("h", "state", "c")):
-            return (
-                f"detach the carried state once per iteration: `{target} = {target}.detach()` before it is "
-                "used again (truncated back-propagation through time)."
-            )
+    source = source.split("#")[0].strip()
+    augmented = "+=" in source
+    target, _, value = source.partition("+=" if augmented else "=")
+    target, value = target.strip(), value.strip()
+    if not target or not value or not (augmented or target in value):
         return (
-            f"accumulate a detached value: `{target} = {target} + loss.detach()` (or a Python number: "
-            "`float(loss.numpy())`), or update it under `with needle.no_grad():`."
+            "cut the link to earlier iterations: `.detach()` the tensor that crosses iterations, keep a Python "
+            "number (`float(t.numpy())`), or compute it under `with needle.no_grad():`."
+        )
+    if "hidden" in target or target.lower().startswith(("h", "state", "c")):
+        return (
+            f"detach the carried state once per iteration: `{target} = {target}.detach()` before it is "
+            "used again (truncated back-propagation through time)."
+        )
+    if not augmented and value.startswith(target + " + ") and value[len(target) + 3:].isidentifier():
+        augmented, value = True, value[len(target) + 3:]
+        return (
+            f"accumulate a detached value: `{target} = {target} + {value}.detach()` (or a Python number: "
+            f"`{target} = {target} + float({value}.numpy())`), or update it under `with needle.no_grad():`."
+        )
+    if augmented:
+        detached = f"{value}.detach()" if value.isidentifier() else f"({value}).detach()"
+        return (
+            f"accumulate a detached value: `{target} += {detached}` (or a Python number: "
+            f"`{target} += float({value}.numpy())`), or update it under `with needle.no_grad():`."
         )
     return (
-        "cut the link to earlier iterations: `.detach()` the tensor that crosses iterations, keep a Python "
-        "number (`float(t.numpy())`), or compute it under `with needle.no_grad():`."
+        f"keep the result detached: `{target} = ({value}).detach()` (or a Python number via "
+        "`float(loss.numpy())`), or update it under `with needle.no_grad():`."
     )
 
 
