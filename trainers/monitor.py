@@ -54,7 +54,8 @@ class MemoryMonitor:
         self._pending_finding = None
         self._suspicion = None
         self._checks = 0
-        self._collected_counts = None  # (spent, live) graph nodes right after the last forced collection
+        self._full_floor = None  # (spent, live) graph nodes after the last full collection
+        self._young_floor = None  # the same after the young-generation collection before it
         self._previous = autograd.snapshot()
         self._previous_time = time.perf_counter()
 
@@ -135,19 +136,26 @@ class MemoryMonitor:
         Graphs caught in reference cycles (backward()'s default ``create_graph=True`` makes some:
         a node's ``.grad`` graph leads back to the node) are freed only when Python's collector
         runs, so a healthy loop's counts climb between collections. A young-generation collection
-        usually settles it; a full one runs only when the growth is still there.
+        settles most suspicions; a full one (slow in a large process) runs only when counts still
+        exceed those of the last check. A full collection moves the graph alive at that moment into
+        the old generation, where it stays as garbage, so the young baseline is kept apart.
         """
         field = 0 if suspicion == "retained" else 1
-        before = self._collected_counts
         gc.collect(1)
-        counts = _graph_counts()
-        if before is None or counts[field] > before[field]:
-            gc.collect()
-            counts = _graph_counts()
-        self._collected_counts = counts
-        if before is not None and counts[field] > before[field]:
+        young = _graph_counts()
+        if self._young_floor is not None and young[field] <= self._young_floor[field]:
+            self._detector.dismiss(suspicion, *young)
+            return False
+        gc.collect()
+        collected = _graph_counts()
+        full_floor = self._full_floor
+        self._full_floor = collected
+        if full_floor is not None and collected[field] > full_floor[field]:
             return True
-        self._detector.dismiss(suspicion, *counts, recheck_next_step=before is None)
+        # NOTE: the first full collection clears what earlier code left; only a later one gives a
+        # young baseline that holds no garbage but the graph a full collection itself promoted.
+        self._young_floor = young if full_floor is not None else None
+        self._detector.dismiss(suspicion, *collected, recheck_next_step=full_floor is None)
         return False
 
     def _continue_check(self, record):
