@@ -12,4 +12,4 @@ from . import backend_ndarray, backend_selection, ops, init
 from .ops import *  # noqa: F401,F403  (the course's ndl.add, ndl.matmul, ...)
 
 __version__ = "0.1.0"
-from . import nn, optim  # noqa: E402  (built on the core above)
+from . import nn, optim, data  # noqa: E402  (built on the core above)
