@@ -122,12 +122,18 @@ def selected_implementations(args):
 
 def run_config(workload, classes, repeats):
     """{key: record} for one configuration, each record holding per-repeat timings, accuracy, memory."""
-    weights = workload.initial_weights()
+    initial = workload.initial_weights()
+
+    def weights():
+        # A fresh copy each time: an implementation may alias the arrays it is given and update
+        # them in place (needle's Tensor keeps a numpy array without copying it).
+        return tuple(w.copy() for w in initial)
+
     runners, records = [], {}
     for cls in classes:
         try:
             runner = cls(workload)
-            runner.reset(weights)
+            runner.reset(weights())
             runner.train_steps(WARMUP_STEPS)
             runner.evaluate()
         except Exception:
@@ -140,7 +146,7 @@ def run_config(workload, classes, repeats):
         for runner in list(runners):
             record = records[runner.key]
             try:
-                runner.reset(weights)
+                runner.reset(weights())
                 train_watch, eval_watch = Stopwatch(runner.synchronize), Stopwatch(runner.synchronize)
                 with runner.memory_meter() as memory:
                     with train_watch:

@@ -60,6 +60,8 @@ class NeedleMLP:
         else:
             self.synchronize = no_synchronize
         self.loader = self._make_loader()
+        if self.loader is None:
+            self.name = "needle (no DataLoader)"
         # Test images uploaded once, sliced per evaluation batch.
         self.test_images = self.device.xp.asarray(workload.test_images)
         self.test_labels = workload.test_labels
