@@ -26,12 +26,14 @@ class LeakDetector:
         self.quiet_until = -1  # no suspicion before this iteration (backoff after a check)
         self.spent_history = collections.deque(maxlen=16)
         self.bytes_history = collections.deque(maxlen=16)
+        self.live_history = collections.deque(maxlen=16)
 
     def observe(self, record):
         previous = self._previous
         self._previous = record
         self.spent_history.append(record.live_spent_nodes)
         self.bytes_history.append(record.live_bytes)
+        self.live_history.append(record.live_nodes)
         last_spent, last_live = self._last_spent, self._last_live
         self._last_spent, self._last_live = record.live_spent_nodes, record.live_nodes
         if previous is None:
@@ -52,9 +54,9 @@ class LeakDetector:
             return "no_grad"
         return None
 
-    def growth_per_iteration(self, steps=None):
-        """Average growth of live spent nodes and of live bytes per iteration, over recent steps."""
-        spent, nbytes = list(self.spent_history), list(self.bytes_history)
+    def growth_per_iteration(self, steps=None, all_nodes=False):
+        """Average growth of live spent nodes (all live nodes) and of live bytes per iteration."""
+        spent, nbytes = list(self.live_history if all_nodes else self.spent_history), list(self.bytes_history)
         steps = min(steps or len(spent) - 1, len(spent) - 1)
         if steps <= 0:
             return 0, 0

@@ -16,10 +16,12 @@ def _growth(nodes, nbytes):
     return f"about {nodes:.0f} graph nodes ({megabytes(nbytes)})"
 
 
-def graph_leak_message(finding, nodes_per_iteration, bytes_per_iteration, iteration, live_nodes):
+def graph_leak_message(finding, nodes_per_iteration, bytes_per_iteration, iteration, live_nodes, unused=False):
+    """The GraphLeakWarning text; ``unused`` when no backward() ran (a graph built and kept)."""
+    after = "without any backward() using them" if unused else "after backward() has used them"
     head = (
         f"graph leak: each iteration keeps {_growth(nodes_per_iteration, bytes_per_iteration)} more "
-        f"alive after backward() has used them (iteration {iteration}, {live_nodes} graph nodes alive); "
+        f"alive {after} (iteration {iteration}, {live_nodes} graph nodes alive); "
         "memory will grow until the run dies."
     )
     if finding.kind == "carried":

@@ -186,8 +186,9 @@ class MemoryMonitor:
         self._detector.reset(quiet_until=iteration + 10 * 2 ** min(self._checks, 6))
 
     def _report_leak(self, finding, record):
-        nodes, nbytes = self._detector.growth_per_iteration(steps=4)
-        message = graph_leak_message(finding, nodes, nbytes, record.iteration, record.live_nodes)
+        unused = self._suspicion == "pending"
+        nodes, nbytes = self._detector.growth_per_iteration(steps=4, all_nodes=True)
+        message = graph_leak_message(finding, nodes, nbytes, record.iteration, record.live_nodes, unused=unused)
         self._emit(message, GraphLeakWarning, finding.key, finding.site or finding.created_site)
 
     def _report_no_grad(self, record, site, wasted_bytes):
