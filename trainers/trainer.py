@@ -169,7 +169,10 @@ class Trainer:
                     loss_sum += float(self.loss_fn(logits, y).numpy()) * size
                     correct_sum += _accuracy(logits, y) * size
         finally:
-            self.model.train() if was_training else self.model.eval()
+            if was_training:
+                self.model.train()
+            else:
+                self.model.eval()
         if not samples:
             raise ValueError("evaluate() got a loader that yielded no batches; pass a non-empty loader")
         return {"loss": loss_sum / samples, "accuracy": correct_sum / samples}

@@ -1,5 +1,7 @@
 """Trainer: fit and evaluate on a small MNIST subset, history contents, NaN stops, progress bar."""
 import gc
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,3 +228,20 @@ def test_fit_keeps_no_graph_between_steps(mnist_subset):
     trainer.fit(loader(train), epochs=1)
     gc.collect()
     assert ndl.autograd.snapshot().live_nodes == baseline
+
+
+def test_train_mnist_example_runs_and_reports(capsys, tmp_path):
+    path = Path(__file__).resolve().parents[2] / "examples" / "train_mnist.py"
+    spec = importlib.util.spec_from_file_location("train_mnist_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    checkpoint = tmp_path / "mnist.npz"
+    arguments = ["--train-samples", "1000", "--epochs", "1", "--no-progress", "--checkpoint", str(checkpoint)]
+    test = example.main(arguments)
+    report = capsys.readouterr().out
+    assert test["accuracy"] > 0.6
+    for line in ("test accuracy", "seconds per epoch", "peak live graph nodes", "peak tensor memory", "MemoryMonitor"):
+        assert line in report
+    assert checkpoint.exists()
+    example.main(arguments[:3] + ["2"] + arguments[4:])  # resumes at epoch 1 and trains one more
+    assert "resumed from" in capsys.readouterr().out
