@@ -105,6 +105,12 @@ class Trainer:
     def fit(self, train_loader, epochs=1, val_loader=None):
         """Train for ``epochs`` more epochs (continuing the epoch and step counts).
 
+        Args:
+            train_loader: an iterable of ``(X, y)`` batches (e.g. a ``needle.data.DataLoader``),
+                iterated once per epoch.
+            epochs: how many epochs to add (0 runs only ``on_fit_start``/``on_fit_end``).
+            val_loader: optional ``(X, y)`` batches evaluated at the end of every epoch.
+
         Returns:
             ``self.history``.
 
@@ -112,6 +118,8 @@ class Trainer:
             NonFiniteLossError (a FloatingPointError): the loss became NaN or infinite; the
                 message names the epoch and global step, and that step was not applied.
         """
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+            raise ValueError(f"fit epochs must be a non-negative int; got epochs={epochs!r}")
         self.should_stop = False
         self.batches_per_epoch = _length(train_loader)
         try:
