@@ -155,7 +155,7 @@ class TensorTupleOp(Op):
 
 
 def _compute(op, inputs):
-    arrays = [x.realize_cached_data() for x in inputs]
+    arrays = [x.cached_data if x.cached_data is not None else x.realize_cached_data() for x in inputs]
     try:
         return op.compute(*arrays)
     except (ValueError, TypeError) as error:
@@ -268,9 +268,10 @@ class Value:
         if GRAD_MODE.enabled:
             for x in inputs:
                 if x.requires_grad:
-                    value._init(op, inputs, requires_grad=True)
-                    if not LAZY_MODE:
-                        value.realize_cached_data()
+                    if LAZY_MODE:
+                        value._init(op, inputs, requires_grad=True)
+                    else:
+                        value._init(op, inputs, cached_data=_compute(op, inputs), requires_grad=True)
                     return value
             if LAZY_MODE:
                 value._init(op, inputs, requires_grad=False)

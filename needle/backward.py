@@ -49,10 +49,15 @@ def compute_gradient_of_variables(output_tensor, out_grad):
     grads_by_node = {output_tensor: [out_grad]}
     order = find_topo_sort([output_tensor], prune_constants=True)
     for node in reversed(order):
-        node.grad = sum_node_list(grads_by_node.pop(node))
+        grad = sum_node_list(grads_by_node.pop(node))
         if node.op is None:
+            node.grad = grad
             continue
-        for x, grad in zip(node.inputs, node.op.gradient_as_tuple(node.grad, node)):
+        # NOTE: an inner node keeps its gradient's value, detached: the gradient graph refers to
+        # the nodes that use this one, so keeping the graph would make a reference cycle that
+        # only the garbage collector could free. Leaves keep the graph (gradient of gradient).
+        node.grad = grad.detach()
+        for x, grad in zip(node.inputs, node.op.gradient_as_tuple(grad, node)):
             if x.requires_grad:
                 grads_by_node.setdefault(x, []).append(grad)
     return order

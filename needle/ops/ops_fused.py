@@ -80,17 +80,15 @@ class SoftmaxCrossEntropy(TensorOp):
         xp = logits.device.xp
         z = logits.raw
         label_ids = _label_ids(labels, logits.shape[1])
-        top = z.max(axis=1, keepdims=True)
-        shifted = z - top
+        batch = z.shape[0]
+        shifted = z - z.max(axis=1, keepdims=True)
         exp_shifted = xp.exp(shifted)
         totals = exp_shifted.sum(axis=1, keepdims=True)
-        rows = xp.arange(z.shape[0])
-        picked = shifted[rows, label_ids]
-        loss = (xp.log(totals[:, 0]) - picked).mean()
-        # NOTE: the softmax is kept for the fast backward path; it is batch x classes, small.
-        exp_shifted /= totals
-        self._softmax = exp_shifted
-        self._label_ids = label_ids
+        rows = xp.arange(batch)
+        loss = (xp.log(totals).sum() - shifted[rows, label_ids].sum()) / batch
+        # NOTE: kept for the fast backward path (batch x classes, small); the first backward
+        # turns them into the gradient in place, a later one recomputes them.
+        self._saved = (exp_shifted, totals, rows, label_ids)
         return NDArray.make(xp.asarray(loss, dtype=z.dtype), logits.device)
 
     def gradient(self, out_grad, node):
@@ -102,16 +100,16 @@ class SoftmaxCrossEntropy(TensorOp):
         return (softmax - one_hot) * scale, None
 
     def gradient_data(self, out_grad, node):
-        logits = node.inputs[0].cached_data
-        xp = logits.device.xp
-        softmax = getattr(self, "_softmax", None)
-        if softmax is None:
-            raise RuntimeError("SoftmaxCrossEntropy.gradient_data called before compute")
-        grad = softmax.copy()
-        batch = grad.shape[0]
-        grad[xp.arange(batch), self._label_ids] -= 1
-        grad *= out_grad.raw / batch
-        return NDArray.make(grad.astype(logits.dtype, copy=False), logits.device), None
+        saved = getattr(self, "_saved", None)
+        if saved is None:
+            self.compute(*(x.realize_cached_data() for x in node.inputs))
+            saved = self._saved
+        self._saved = None
+        exp_shifted, totals, rows, label_ids = saved
+        scale = out_grad.raw / exp_shifted.shape[0]
+        exp_shifted *= scale / totals  # softmax * scale
+        exp_shifted[rows, label_ids] -= scale  # minus one-hot * scale
+        return NDArray.make(exp_shifted, out_grad.device), None
 
 
 def _label_ids(labels: NDArray, classes):
@@ -119,7 +117,13 @@ def _label_ids(labels: NDArray, classes):
     if raw.dtype.kind == "f":
         raw = raw.astype("int64")
     elif raw.dtype.kind not in "iu":
-        raise TypeError(f"softmax cross-entropy needs integer class labels, got dtype {raw.dtype}")
+        raise TypeError(f"SoftmaxCrossEntropy needs integer class labels, got dtype {raw.dtype}")
+    # NOTE: checked on CPU only: on a GPU the check would wait for the device every step.
+    if labels.device.name == "cpu" and raw.size and (raw.min() < 0 or raw.max() >= classes):
+        raise ValueError(
+            f"SoftmaxCrossEntropy: labels must be class ids in [0, {classes}), "
+            f"got values from {raw.min()} to {raw.max()}"
+        )
     return raw
 
 

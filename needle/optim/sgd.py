@@ -34,6 +34,7 @@ class SGD(Optimizer):
         super().__init__(params)
         self._set_hyperparameters(lr=lr, momentum=momentum, weight_decay=weight_decay)
         self.u = {}
+        self._scratch = {}
 
     def _checked(self, lr, momentum, weight_decay):
         return {
@@ -62,6 +63,19 @@ class SGD(Optimizer):
             velocity = velocities.get(param)
             if velocity is None:
                 velocity = velocities[param] = data.device.xp.zeros_like(weight)
+            # NOTE: five in-place passes through one reused scratch array, no allocation.
+            xp = data.device.xp
+            scratch = self._scratch_like(weight, xp)
             velocity *= momentum
-            velocity += (1 - momentum) * gradient
-            weight -= lr * velocity
+            xp.multiply(gradient, 1 - momentum, out=scratch)
+            velocity += scratch
+            xp.multiply(velocity, lr, out=scratch)
+            weight -= scratch
+
+    def _scratch_like(self, array, xp):
+        """A scratch array shaped like ``array``, carved from one reused buffer per device and dtype."""
+        key = (xp.__name__, array.dtype)
+        buffer = self._scratch.get(key)
+        if buffer is None or buffer.size < array.size:
+            buffer = self._scratch[key] = xp.empty(array.size, dtype=array.dtype)
+        return buffer[: array.size].reshape(array.shape)
