@@ -106,7 +106,8 @@ def main():
     print("\nNo backward() runs here, so the monitor waits for 40 steps of growth before it suspects")
     print("a graph that is built and kept without being used:")
     leaky = lecture_loop("leaky")
-    print("\nThe .detach() fix keeps nothing, but still builds two nodes per iteration and drops them:")
+    print("\nThe .detach() fix keeps nothing (each iteration's two nodes are dropped at once), and no_grad")
+    print("builds none at all; neither draws a warning.")
     detached = lecture_loop("detach")
     quiet = lecture_loop("no_grad")
     rows = [0, 1, 9, 49, 99]
@@ -139,8 +140,7 @@ def main():
           " (each epoch's new total_loss lets the last epoch's graphs go)")
     epochs = [fixed.history[i : i + 16] for i in range(0, 48, 16)]
     peaks = ", ".join(str(max(r.live_nodes for r in epoch)) for epoch in epochs)
-    print(f"  after:  peak graph nodes per epoch {peaks}: no climb (the count waves as Python's collector")
-    print("          frees the reference cycles that backward()'s gradient graphs make)")
+    print(f"  after:  peak graph nodes per epoch {peaks}: flat")
     print()
     print("before: " + leaky.summary())
     print("after:  " + fixed.summary())

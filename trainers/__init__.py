@@ -6,3 +6,7 @@ runs the usual loop with the monitor, a progress bar, callbacks and checkpoints.
 from .warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarning
 from .records import StepRecord
 from .monitor import MemoryMonitor
+from .callbacks import Callback
+from .progress import ProgressBar
+from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from .trainer import History, NonFiniteLossError, Trainer

@@ -83,14 +83,15 @@ class LeakLocator:
                 counts[site] += 1
         return counts
 
-    def bytes_made_in(self, iteration):
-        """Bytes owned by the live nodes made in ``iteration``."""
-        total = 0
+    def live_made_in(self, iteration):
+        """How many nodes made in ``iteration`` are alive, and the bytes they own."""
+        count = total = 0
         for ref, made_in, _ in self._nodes:
             node = ref()
             if node is not None and made_in == iteration:
+                count += 1
                 total += autograd.owned_bytes(node)
-        return total
+        return count, total
 
     def find(self, iteration):
         """Explain the retained nodes at the end of ``iteration``; None if nothing is retained."""

@@ -163,9 +163,13 @@ class MemoryMonitor:
         if self._suspicion == "no_grad":
             sites = self._locator.creation_sites(iteration)
             site = sites.most_common(1)[0][0] if sites else None
-            wasted_bytes = self._locator.bytes_made_in(iteration)
+            live_nodes, wasted_bytes = self._locator.live_made_in(iteration)
             self._finish_check(iteration)
-            self._report_no_grad(record, site, wasted_bytes)
+            # NOTE: only a graph still held at the iteration's end (logits, a loss) is reported:
+            # a node made and dropped at once, as in `total = (total + x * x).detach()`, is the
+            # recommended fix of a leak and must not draw a warning.
+            if live_nodes:
+                self._report_no_grad(record, site, wasted_bytes)
             return
         if self._locator.iterations_recorded(iteration) < 2:
             return
