@@ -118,8 +118,10 @@ def _label_ids(labels: NDArray, classes):
         raw = raw.astype("int64")
     elif raw.dtype.kind not in "iu":
         raise TypeError(f"SoftmaxCrossEntropy needs integer class labels, got dtype {raw.dtype}")
-    # NOTE: checked on CPU only: on a GPU the check would wait for the device every step.
-    if labels.device.name == "cpu" and raw.size and (raw.min() < 0 or raw.max() >= classes):
+    if labels.device.name != "cpu":
+        # NOTE: not range-checked on a GPU: the check would wait for the device every step.
+        return raw if raw.dtype.itemsize == 8 else raw.astype("int64")
+    if raw.size and (raw.max() >= classes or (raw.dtype.kind == "i" and raw.min() < 0)):
         raise ValueError(
             f"SoftmaxCrossEntropy: labels must be class ids in [0, {classes}), "
             f"got values from {raw.min()} to {raw.max()}"
