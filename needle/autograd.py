@@ -191,22 +191,9 @@ class Value:
         cached_data=None,
         requires_grad: Optional[bool] = None,
     ):
-        global TENSOR_COUNTER, _VALUES_CREATED, _NODES_CREATED
-        self._nbytes = 0
-        self._spent = False
-        TENSOR_COUNTER += 1
-        _VALUES_CREATED += 1
-        if op is not None:
-            _NODES_CREATED += 1
         if requires_grad is None:
             requires_grad = any(x.requires_grad for x in inputs)
-        self.op = op
-        self.inputs = inputs
-        self.requires_grad = requires_grad
-        self.grad = None
-        self.cached_data = cached_data
-        if cached_data is not None:
-            self._count_bytes(cached_data)
+        _fill(self, op, inputs, cached_data, requires_grad)
 
     def _count_bytes(self, data):
         nbytes = _owned_bytes(data)
@@ -258,7 +245,7 @@ class Value:
         value = cls.__new__(cls)
         if isinstance(data, Value):
             data = data.realize_cached_data()
-        value._init(None, (), cached_data=data, requires_grad=requires_grad)
+        _fill(value, None, (), data, requires_grad)
         return value
 
     @classmethod
@@ -268,17 +255,44 @@ class Value:
         if GRAD_MODE.enabled:
             for x in inputs:
                 if x.requires_grad:
-                    if LAZY_MODE:
-                        value._init(op, inputs, requires_grad=True)
-                    else:
-                        value._init(op, inputs, cached_data=_compute(op, inputs), requires_grad=True)
+                    _fill(value, op, inputs, None if LAZY_MODE else _compute(op, inputs), True)
                     return value
             if LAZY_MODE:
-                value._init(op, inputs, requires_grad=False)
+                _fill(value, op, inputs, None, False)
                 return value
         # NOTE: course semantics: a result that needs no gradient is detached at once.
-        value._init(None, (), cached_data=_compute(op, inputs), requires_grad=False)
+        _fill(value, None, (), _compute(op, inputs), False)
         return value
+
+
+def _fill(value, op, inputs, data, requires_grad):
+    """Set every field of a new Value and bump the counters: the one hot path all nodes take."""
+    global TENSOR_COUNTER, _VALUES_CREATED, _NODES_CREATED
+    TENSOR_COUNTER += 1
+    _VALUES_CREATED += 1
+    if op is not None:
+        _NODES_CREATED += 1
+    value.op = op
+    value.inputs = inputs
+    value.requires_grad = requires_grad
+    value.grad = None
+    value._spent = False
+    value.cached_data = data
+    value._nbytes = 0
+    if data is None:
+        return
+    if data.__class__ is NDArray:
+        raw = data.raw
+        if raw.base is None and raw.nbytes:
+            device = data.device.name
+            value._nbytes = raw.nbytes
+            value._memory_device = device
+            try:
+                _BYTES_BY_DEVICE[device] += raw.nbytes
+            except KeyError:
+                _BYTES_BY_DEVICE[device] = raw.nbytes
+    else:
+        value._count_bytes(data)
 
 
 def _unrealized_in_topo_order(root):
