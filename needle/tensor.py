@@ -20,7 +20,13 @@ def _to_array(array, device, dtype):
     if isinstance(array, (numpy.generic, numpy.ndarray)) or hasattr(array, "__cuda_array_interface__"):
         if dtype is None and array.dtype == _FLOAT64:
             dtype = _FLOAT32  # float32 by default, as the course's NDArray does
-        return NDArray(array, device=device, dtype=dtype)
+        data = NDArray(array, device=device, dtype=dtype)
+        if data.raw is array or getattr(data.raw, "base", None) is array:
+            # NOTE: a Tensor owns its data, as in the course and torch.tensor: optimizers update
+            # parameters in place, which must never write into the caller's array. Wrap an
+            # NDArray (ndl.Tensor(ndl.NDArray(a))) to share memory on purpose.
+            data = NDArray.make(data.raw.copy(), data.device)
+        return data
     if isinstance(array, (str, bytes, dict, set)) or array is None:
         raise TypeError(
             f"Tensor needs numbers: got {type(array).__name__} {array!r}; "
