@@ -1,5 +1,43 @@
 """Stochastic gradient descent with the course's momentum rule."""
+from collections.abc import MutableMapping
+
 from .optimizer import Optimizer, check_number
+
+
+class _Velocities(MutableMapping):
+    """SGD's velocities ``u`` in the course's units, stored scaled as ``u / (1 - momentum)``.
+
+    With ``v = u / (1 - momentum)`` the rule ``u = momentum * u + (1 - momentum) * grad`` becomes
+    ``v = momentum * v + grad``: the gradient needs no scaling pass, so a step costs four passes
+    over each parameter, as the hand-written floor's does. Reading ``u[p]`` gives the course's
+    ``u``; writing it stores the scaled form.
+    """
+
+    def __init__(self, momentum):
+        self.scaled = {}
+        self.momentum = momentum  # the momentum the stored values are scaled by
+
+    def rescale(self, momentum):
+        """Keep every ``u`` unchanged while the scale moves to a new ``momentum``."""
+        factor = (1 - self.momentum) / (1 - momentum)
+        for value in self.scaled.values():
+            value *= factor
+        self.momentum = momentum
+
+    def __getitem__(self, param):
+        return self.scaled[param] * (1 - self.momentum)
+
+    def __setitem__(self, param, velocity):
+        self.scaled[param] = velocity / (1 - self.momentum)
+
+    def __delitem__(self, param):
+        del self.scaled[param]
+
+    def __iter__(self):
+        return iter(self.scaled)
+
+    def __len__(self):
+        return len(self.scaled)
 
 
 class SGD(Optimizer):
@@ -33,7 +71,7 @@ class SGD(Optimizer):
     def __init__(self, params, lr=0.01, momentum=0.0, weight_decay=0.0):
         super().__init__(params)
         self._set_hyperparameters(lr=lr, momentum=momentum, weight_decay=weight_decay)
-        self.u = {}
+        self.u = _Velocities(self.momentum)
         self._scratch = {}
 
     def _checked(self, lr, momentum, weight_decay):
@@ -47,6 +85,9 @@ class SGD(Optimizer):
         # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
         lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
         velocities = self.u
+        if momentum and velocities.momentum != momentum:
+            velocities.rescale(momentum)
+        scaled = velocities.scaled
         for param in self.params:
             grad = param.grad
             if grad is None:
@@ -60,16 +101,16 @@ class SGD(Optimizer):
                 # NOTE: u would equal grad; it is not stored, so no state can alias a .grad array.
                 weight -= lr * gradient
                 continue
-            velocity = velocities.get(param)
-            if velocity is None:
-                velocity = velocities[param] = data.device.xp.zeros_like(weight)
-            # NOTE: five in-place passes through one reused scratch array, no allocation.
             xp = data.device.xp
+            velocity = scaled.get(param)
+            if velocity is None:
+                velocity = scaled[param] = xp.zeros_like(weight)
+            # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v: four in-place passes
+            # through one reused scratch array, no allocation.
             scratch = self._scratch_like(weight, xp)
             velocity *= momentum
-            xp.multiply(gradient, 1 - momentum, out=scratch)
-            velocity += scratch
-            xp.multiply(velocity, lr, out=scratch)
+            velocity += gradient
+            xp.multiply(velocity, lr * (1 - momentum), out=scratch)
             weight -= scratch
 
     def _scratch_like(self, array, xp):
