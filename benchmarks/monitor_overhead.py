@@ -2,13 +2,15 @@
 
 Both loops are the same hand-written training loop (Adam, hidden 256, batch 128 by default, as
 the example's defaults); the monitored one calls ``monitor.step()`` once per iteration. The two
-run interleaved, one epoch each per repeat, so load on a shared machine hits both alike; the
-report gives the median seconds per epoch of each and the ratio of the medians.
+run interleaved, one epoch each per repeat and in alternating order, so load on a shared machine
+hits both alike; the report gives the median seconds per epoch of each, the ratio of the
+medians, and the cost of one ``monitor.step()`` timed alone.
 
     python benchmarks/monitor_overhead.py [--repeats 5] [--hidden 256] [--batch-size 128]
 """
 import argparse
 import statistics
+import timeit
 import sys
 import time
 from pathlib import Path
@@ -54,8 +56,11 @@ def main():
 
     train_epoch(model, loss_fn, optimizer, loader, monitor)  # warm-up (and CuPy's kernel cache)
     seconds = {"unmonitored": [], "monitored": []}
+    pair = [("unmonitored", None), ("monitored", monitor)]
     for repeat in range(args.repeats):
-        for name, watcher in (("unmonitored", None), ("monitored", monitor)):
+        # NOTE: the order alternates, so a machine slowing down (or warming up) over the run
+        # does not always fall on the same side.
+        for name, watcher in pair if repeat % 2 == 0 else pair[::-1]:
             synchronize()
             start = time.perf_counter()
             train_epoch(model, loss_fn, optimizer, loader, watcher)
@@ -70,6 +75,8 @@ def main():
     print(f"  monitored    {watched:.3f} s/epoch  ({(watched - plain) / steps * 1e6:+.1f} us/step)")
     print(f"  overhead     {100 * (watched / plain - 1):+.2f}%  (ratio of medians {watched / plain:.4f})")
     print(f"  monitor warnings given: {monitor.summary().splitlines()[-1].strip()}")
+    alone = min(timeit.repeat(monitor.step, number=2000, repeat=5)) / 2000
+    print(f"  one monitor.step() alone: {alone * 1e6:.1f} us = {100 * alone * steps / plain:.2f}% of an unmonitored epoch")
 
 
 if __name__ == "__main__":

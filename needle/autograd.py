@@ -7,8 +7,7 @@ With ``LAZY_MODE = True`` the compute waits until something needs the data.
 Counters are kept O(1) per node and read with :func:`snapshot`: ``TENSOR_COUNTER`` is the number
 of live Values (the course's counter); graph nodes are the live Values that have an op.
 """
-import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy
 
@@ -28,9 +27,11 @@ _SPENT_FREED = 0
 _BYTES_BY_DEVICE: Dict[str, int] = {"cpu": 0}
 
 
-@dataclasses.dataclass(frozen=True)
-class GraphSnapshot:
-    """The graph counters at one moment (all cumulative counts start at import)."""
+class GraphSnapshot(NamedTuple):
+    """The graph counters at one moment (all cumulative counts start at import).
+
+    A named tuple: immutable and cheap to make, since a monitor takes one every iteration.
+    """
 
     live_tensors: int
     live_nodes: int
@@ -39,10 +40,9 @@ class GraphSnapshot:
     tensors_created: int
     backward_calls: int
     bytes_by_device: Dict[str, int]
-    live_spent_nodes: int = 0
-
     # NOTE: a spent node is a live graph node that a backward() has already gone through. A
     # training loop frees them every iteration; when they pile up, something keeps old graphs.
+    live_spent_nodes: int = 0
 
     @property
     def live_bytes(self):
