@@ -127,7 +127,6 @@ class FloorMLP:
 
     def evaluate(self):
         """Test accuracy in [0, 1]."""
-        xp = self.xp
         w1, b1, w2, b2 = self.params
         correct = 0
         for start in range(0, self.test_images.shape[0], EVAL_BATCH_SIZE):

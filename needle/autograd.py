@@ -9,9 +9,8 @@ of live Values (the course's counter); graph nodes are the live Values that have
 """
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-import numpy
 
-from .backend_ndarray import NDArray, default_device, resolve_dtype
+from .backend_ndarray import NDArray
 from .grad_mode import GRAD_MODE, no_grad
 
 LAZY_MODE = False
