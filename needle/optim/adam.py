@@ -60,29 +60,21 @@ class Adam(Optimizer):
         lr, beta1, beta2 = float(self.lr), float(self.beta1), float(self.beta2)
         eps, weight_decay = float(self.eps), float(self.weight_decay)
         # NOTE: m_hat / (sqrt(v_hat) + eps) == (m / c1) / (sqrt(v) / sqrt(c2) + eps); the scalars
-        # are folded so that each parameter costs a few in-place passes and one scratch array.
+        # are folded so that each parameter costs a few in-place passes through one reused scratch array.
         step_size = lr / (1 - beta1**self.t)
         inverse_sqrt_c2 = 1 / math.sqrt(1 - beta2**self.t)
         firsts, seconds = self.m, self.v
-        for param in self.params:
-            grad = param.grad
-            if grad is None:
-                continue
-            data = param.realize_cached_data()
-            weight = data.raw
-            gradient = grad.realize_cached_data().raw
-            if weight_decay:
-                gradient = gradient + weight_decay * weight
+        for param, weight, gradient, xp in self._gradients(weight_decay):
             first = firsts.get(param)
             if first is None:
-                xp = data.device.xp
                 first = firsts[param] = xp.zeros_like(weight)
                 seconds[param] = xp.zeros_like(weight)
             second = seconds[param]
-            xp = data.device.xp
+            scratch = self._scratch_like(weight, xp)
             first *= beta1
-            first += (1 - beta1) * gradient
-            scratch = xp.multiply(gradient, gradient)
+            xp.multiply(gradient, 1 - beta1, out=scratch)
+            first += scratch
+            xp.multiply(gradient, gradient, out=scratch)
             scratch *= 1 - beta2
             second *= beta2
             second += scratch

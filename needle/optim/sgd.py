@@ -72,7 +72,6 @@ class SGD(Optimizer):
         super().__init__(params)
         self._set_hyperparameters(lr=lr, momentum=momentum, weight_decay=weight_decay)
         self.u = _Velocities(self.momentum)
-        self._scratch = {}
 
     def _checked(self, lr, momentum, weight_decay):
         return {
@@ -88,20 +87,11 @@ class SGD(Optimizer):
         if momentum and velocities.momentum != momentum:
             velocities.rescale(momentum)
         scaled = velocities.scaled
-        for param in self.params:
-            grad = param.grad
-            if grad is None:
-                continue
-            data = param.realize_cached_data()
-            weight = data.raw
-            gradient = grad.realize_cached_data().raw
-            if weight_decay:
-                gradient = gradient + weight_decay * weight
+        for param, weight, gradient, xp in self._gradients(weight_decay):
             if momentum == 0:
                 # NOTE: u would equal grad; it is not stored, so no state can alias a .grad array.
                 weight -= lr * gradient
                 continue
-            xp = data.device.xp
             velocity = scaled.get(param)
             if velocity is None:
                 velocity = scaled[param] = xp.zeros_like(weight)
@@ -112,11 +102,3 @@ class SGD(Optimizer):
             velocity += gradient
             xp.multiply(velocity, lr * (1 - momentum), out=scratch)
             weight -= scratch
-
-    def _scratch_like(self, array, xp):
-        """A scratch array shaped like ``array``, carved from one reused buffer per device and dtype."""
-        key = (xp.__name__, array.dtype)
-        buffer = self._scratch.get(key)
-        if buffer is None or buffer.size < array.size:
-            buffer = self._scratch[key] = xp.empty(array.size, dtype=array.dtype)
-        return buffer[: array.size].reshape(array.shape)
