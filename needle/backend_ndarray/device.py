@@ -7,6 +7,8 @@ is kept to be shown when a user calls ``cuda()``.
 """
 import numpy
 
+from .fused import ArrayRoutines
+
 _FLOAT_KINDS = "f"
 
 
@@ -23,13 +25,14 @@ class Device:
         dtype('float32')
     """
 
-    __slots__ = ("name", "_xp", "_array_type", "_unavailable_reason")
+    __slots__ = ("name", "_xp", "_array_type", "_unavailable_reason", "_fused")
 
     def __init__(self, name, xp=None, unavailable_reason=None):
         self.name = name
         self._xp = xp
         self._array_type = xp.ndarray if xp is not None else None
         self._unavailable_reason = unavailable_reason
+        self._fused = None
 
     def enabled(self):
         """True when arrays can be made on this device (CuPy and a GPU are present)."""
@@ -45,6 +48,23 @@ class Device:
                 "'needle-dl[cuda13]' for CUDA 13) on a machine with an NVIDIA GPU, or use ndl.cpu()."
             )
         return self._xp
+
+    @property
+    def fused(self):
+        """This device's fused routines (optimizer updates, softmax cross-entropy, ReLU backward).
+
+        In-place array-module code on the CPU, one CuPy kernel per routine on CUDA; see
+        :mod:`needle.backend_ndarray.fused`.
+        """
+        if self._fused is None:
+            xp = self.xp
+            if xp is numpy:
+                self._fused = ArrayRoutines(xp)
+            else:
+                from .fused_cupy import CupyKernels
+
+                self._fused = CupyKernels(xp)
+        return self._fused
 
     def __repr__(self):
         return f"{self.name}()"

@@ -77,19 +77,12 @@ class SoftmaxCrossEntropy(TensorOp):
                 f"SoftmaxCrossEntropy needs logits of shape (batch, classes) and labels of shape (batch,); "
                 f"got logits {logits.shape} and labels {labels.shape}"
             )
-        xp = logits.device.xp
-        z = logits.raw
-        label_ids = _label_ids(labels, logits.shape[1])
-        batch = z.shape[0]
-        shifted = z - z.max(axis=1, keepdims=True)
-        exp_shifted = xp.exp(shifted)
-        totals = exp_shifted.sum(axis=1, keepdims=True)
-        rows = xp.arange(batch)
-        loss = (xp.log(totals).sum() - shifted[rows, label_ids].sum()) / batch
-        # NOTE: kept for the fast backward path (batch x classes, small); the first backward
-        # turns them into the gradient in place, a later one recomputes them.
-        self._saved = (exp_shifted, totals, rows, label_ids)
-        return NDArray.make(xp.asarray(loss, dtype=z.dtype), logits.device)
+        device = logits.device
+        loss, saved = device.fused.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
+        # NOTE: saved (batch x classes, small) feeds the fast backward path; the first backward
+        # turns it into the gradient in place, a later one recomputes it.
+        self._saved = saved
+        return NDArray.make(loss, device)
 
     def gradient(self, out_grad, node):
         logits, labels = node.inputs
@@ -105,11 +98,8 @@ class SoftmaxCrossEntropy(TensorOp):
             self.compute(*(x.realize_cached_data() for x in node.inputs))
             saved = self._saved
         self._saved = None
-        exp_shifted, totals, rows, label_ids = saved
-        scale = out_grad.raw / exp_shifted.shape[0]
-        exp_shifted *= scale / totals  # softmax * scale
-        exp_shifted[rows, label_ids] -= scale  # minus one-hot * scale
-        return NDArray.make(exp_shifted, out_grad.device), None
+        device = out_grad.device
+        return NDArray.make(device.fused.softmax_cross_entropy_gradient(saved, out_grad.raw), device), None
 
 
 def _label_ids(labels: NDArray, classes):

@@ -247,9 +247,8 @@ class ReLU(TensorOp):
         return out_grad * _constant(mask.astype(out_grad.dtype))
 
     def gradient_data(self, out_grad, node):
-        # NOTE: a multiply by the mask, not where(): where() branches per element and ran 8x
-        # slower on a half-zero mask (175 us against 20 us for a 128 x 512 batch).
-        return (_make(out_grad.raw * (node.cached_data.raw > 0), out_grad.device),)
+        device = out_grad.device
+        return (_make(device.fused.relu_backward(out_grad.raw, node.cached_data.raw), device),)
 
 
 def relu(a):

@@ -1,6 +1,7 @@
 """Adam, with the course's bias correction and weight decay."""
 import math
 
+from ..backend_ndarray.fused import AdamScalars
 from .optimizer import Optimizer, check_number
 
 
@@ -59,28 +60,15 @@ class Adam(Optimizer):
         self.t += 1
         lr, beta1, beta2 = float(self.lr), float(self.beta1), float(self.beta2)
         eps, weight_decay = float(self.eps), float(self.weight_decay)
-        # NOTE: m_hat / (sqrt(v_hat) + eps) == (m / c1) / (sqrt(v) / sqrt(c2) + eps); the scalars
-        # are folded so that each parameter costs a few in-place passes through one reused scratch array.
-        step_size = lr / (1 - beta1**self.t)
-        inverse_sqrt_c2 = 1 / math.sqrt(1 - beta2**self.t)
+        hyper = AdamScalars(
+            beta1, beta2, eps, weight_decay,
+            step_size=lr / (1 - beta1**self.t),
+            inverse_sqrt_c2=1 / math.sqrt(1 - beta2**self.t),
+        )
         firsts, seconds = self.m, self.v
-        for param, weight, gradient, xp in self._gradients(weight_decay):
+        for param, weight, gradient, fused in self._gradients():
             first = firsts.get(param)
             if first is None:
-                first = firsts[param] = xp.zeros_like(weight)
-                seconds[param] = xp.zeros_like(weight)
-            second = seconds[param]
-            scratch = self._scratch_like(weight, xp)
-            first *= beta1
-            xp.multiply(gradient, 1 - beta1, out=scratch)
-            first += scratch
-            xp.multiply(gradient, gradient, out=scratch)
-            scratch *= 1 - beta2
-            second *= beta2
-            second += scratch
-            xp.sqrt(second, out=scratch)
-            scratch *= inverse_sqrt_c2
-            scratch += eps
-            xp.divide(first, scratch, out=scratch)
-            scratch *= step_size
-            weight -= scratch
+                first = firsts[param] = fused.xp.zeros_like(weight)
+                seconds[param] = fused.xp.zeros_like(weight)
+            fused.adam_step(weight, first, seconds[param], gradient, hyper)

@@ -39,32 +39,18 @@ class Optimizer:
     zero_grad = reset_grad
 
     # ---- helpers for step() -----------------------------------------------------------------
-    def _gradients(self, weight_decay=0.0):
-        """``(param, weight, gradient, xp)`` for each parameter that has a ``.grad``.
+    def _gradients(self):
+        """``(param, weight, gradient, fused)`` for each parameter that has a ``.grad``.
 
         ``weight`` is the parameter's raw array (to update in place), ``gradient`` the raw
-        gradient plus ``weight_decay * weight`` (a new array only when weight decay is on),
-        ``xp`` the array module of the parameter's device.
+        gradient, ``fused`` the fused routines of the parameter's device, which do the update.
         """
         for param in self.params:
             grad = param.grad
             if grad is None:
                 continue
             data = param.realize_cached_data()
-            weight = data.raw
-            gradient = grad.realize_cached_data().raw
-            if weight_decay:
-                gradient = gradient + weight_decay * weight
-            yield param, weight, gradient, data.device.xp
-
-    def _scratch_like(self, array, xp):
-        """A scratch array shaped like ``array``, carved from one reused buffer per device and dtype."""
-        buffers = self.__dict__.setdefault("_scratch", {})
-        key = (xp.__name__, array.dtype)
-        buffer = buffers.get(key)
-        if buffer is None or buffer.size < array.size:
-            buffer = buffers[key] = xp.empty(array.size, dtype=array.dtype)
-        return buffer[: array.size].reshape(array.shape)
+            yield param, data.raw, grad.realize_cached_data().raw, data.device.fused
 
     # ---- state ------------------------------------------------------------------------------
     def _extra_state(self):

@@ -87,18 +87,14 @@ class SGD(Optimizer):
         if momentum and velocities.momentum != momentum:
             velocities.rescale(momentum)
         scaled = velocities.scaled
-        for param, weight, gradient, xp in self._gradients(weight_decay):
+        step = lr * (1 - momentum)
+        for param, weight, gradient, fused in self._gradients():
             if momentum == 0:
                 # NOTE: u would equal grad; it is not stored, so no state can alias a .grad array.
-                weight -= lr * gradient
+                fused.sgd_step(weight, gradient, lr, weight_decay)
                 continue
             velocity = scaled.get(param)
             if velocity is None:
-                velocity = scaled[param] = xp.zeros_like(weight)
-            # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v: four in-place passes
-            # through one reused scratch array, no allocation.
-            scratch = self._scratch_like(weight, xp)
-            velocity *= momentum
-            velocity += gradient
-            xp.multiply(velocity, lr * (1 - momentum), out=scratch)
-            weight -= scratch
+                velocity = scaled[param] = fused.xp.zeros_like(weight)
+            # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v, in place.
+            fused.momentum_step(weight, velocity, gradient, momentum, step, weight_decay)

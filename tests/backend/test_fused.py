@@ -1,0 +1,159 @@
+"""Each device's fused routines against plain float64 numpy formulas.
+
+On CUDA this runs the CuPy kernels and, with mixed dtypes, their array-module fallback.
+"""
+import numpy as np
+import pytest
+
+import needle as ndl
+from needle.backend_ndarray.fused import AdamScalars
+
+SHAPE = (7, 5)
+
+
+def draw(*shape, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def on(device, array):
+    return device.xp.array(array)  # a copy: the routines update in place
+
+
+def host(array):
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
+def tolerance(dtype):
+    return {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-12}
+
+
+@pytest.fixture(params=[np.float32, np.float64], ids=["float32", "float64"])
+def dtype(request):
+    return request.param
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_sgd_step(device, dtype, weight_decay):
+    weight, gradient = draw(*SHAPE, dtype=dtype, seed=1), draw(*SHAPE, dtype=dtype, seed=2)
+    on_device = on(device, weight)
+    device.fused.sgd_step(on_device, on(device, gradient), 0.1, weight_decay)
+    expected = weight.astype(np.float64) - 0.1 * (gradient + weight_decay * weight.astype(np.float64))
+    np.testing.assert_allclose(host(on_device), expected, **tolerance(dtype))
+    assert on_device.dtype == dtype
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_momentum_step(device, dtype, weight_decay):
+    weight, velocity, gradient = (draw(*SHAPE, dtype=dtype, seed=s) for s in (1, 2, 3))
+    weight_d, velocity_d = on(device, weight), on(device, velocity)
+    device.fused.momentum_step(weight_d, velocity_d, on(device, gradient), 0.9, 0.01, weight_decay)
+    w64 = weight.astype(np.float64)
+    expected_velocity = 0.9 * velocity + gradient + weight_decay * w64
+    np.testing.assert_allclose(host(velocity_d), expected_velocity, **tolerance(dtype))
+    np.testing.assert_allclose(host(weight_d), w64 - 0.01 * expected_velocity, **tolerance(dtype))
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_adam_step(device, dtype, weight_decay):
+    weight, first, gradient = (draw(*SHAPE, dtype=dtype, seed=s) for s in (1, 2, 3))
+    second = np.abs(draw(*SHAPE, dtype=dtype, seed=4))
+    hyper = AdamScalars(0.9, 0.999, 1e-8, weight_decay, step_size=0.01 / (1 - 0.9**3), inverse_sqrt_c2=1 / np.sqrt(1 - 0.999**3))
+    arrays = [on(device, a) for a in (weight, first, second)]
+    device.fused.adam_step(*arrays, on(device, gradient), hyper)
+    w64 = weight.astype(np.float64)
+    g = gradient + weight_decay * w64
+    expected_first = 0.9 * first + 0.1 * g
+    expected_second = 0.999 * second + 0.001 * g * g
+    expected_weight = w64 - hyper.step_size * expected_first / (np.sqrt(expected_second) * hyper.inverse_sqrt_c2 + 1e-8)
+    for actual, expected in zip(arrays, (expected_weight, expected_first, expected_second)):
+        np.testing.assert_allclose(host(actual), expected, **tolerance(dtype))
+
+
+def test_relu_backward(device, dtype):
+    out = np.maximum(draw(*SHAPE, dtype=dtype, seed=1), 0)
+    out[0, :2] = 0  # the kink: gradient 0
+    out_grad = draw(*SHAPE, dtype=dtype, seed=2)
+    result = device.fused.relu_backward(on(device, out_grad), on(device, out))
+    np.testing.assert_array_equal(host(result), np.where(out > 0, out_grad, 0))
+    assert result.dtype == dtype
+
+
+def softmax_cross_entropy_reference(logits, labels):
+    z = logits.astype(np.float64)
+    shifted = z - z.max(axis=1, keepdims=True)
+    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    rows = np.arange(len(labels))
+    loss = -log_softmax[rows, labels].mean()
+    one_hot = np.zeros_like(z)
+    one_hot[rows, labels] = 1
+    return loss, (np.exp(log_softmax) - one_hot) / len(labels)
+
+
+@pytest.mark.parametrize("batch, classes", [(7, 5), (300, 10), (1, 1)])
+def test_softmax_cross_entropy_loss_and_gradient(device, dtype, batch, classes):
+    logits = draw(batch, classes, dtype=dtype, seed=1) * 20  # large enough that an unshifted exp would overflow float32 at 89
+    logits[0, 0] = 95
+    labels = np.random.default_rng(2).integers(0, classes, batch)
+    expected_loss, expected_gradient = softmax_cross_entropy_reference(logits, labels)
+    fused = device.fused
+    loss, saved = fused.softmax_cross_entropy(on(device, logits), on(device, labels))
+    assert loss.shape == () and loss.dtype == dtype
+    np.testing.assert_allclose(host(loss), expected_loss, **tolerance(dtype))
+    out_grad = on(device, np.asarray(2.0, dtype=dtype))
+    gradient = fused.softmax_cross_entropy_gradient(saved, out_grad)
+    np.testing.assert_allclose(host(gradient), 2.0 * expected_gradient, **tolerance(dtype))
+
+
+def test_softmax_cross_entropy_takes_a_transposed_view(device):
+    logits = draw(5, 4, seed=3)
+    labels = np.array([0, 3, 1, 2])
+    expected_loss, expected_gradient = softmax_cross_entropy_reference(logits.T, labels)
+    loss, saved = device.fused.softmax_cross_entropy(on(device, logits).T, on(device, labels))
+    np.testing.assert_allclose(host(loss), expected_loss, rtol=1e-5)
+    gradient = device.fused.softmax_cross_entropy_gradient(saved, on(device, np.float32(1.0)))
+    np.testing.assert_allclose(host(gradient), expected_gradient, rtol=1e-5, atol=1e-7)
+
+
+def test_mixed_dtypes_take_the_array_module_path(device):
+    """A float64 gradient on a float32 weight: no kernel takes it, and the values still hold."""
+    weight, velocity = draw(*SHAPE, seed=1), draw(*SHAPE, seed=2)
+    gradient = draw(*SHAPE, dtype=np.float64, seed=3)
+    weight_d, velocity_d = on(device, weight), on(device, velocity)
+    device.fused.momentum_step(weight_d, velocity_d, on(device, gradient), 0.5, 0.1, 0.0)
+    expected_velocity = 0.5 * velocity + gradient
+    np.testing.assert_allclose(host(velocity_d), expected_velocity, rtol=1e-5)
+    np.testing.assert_allclose(host(weight_d), weight - 0.1 * expected_velocity, rtol=1e-5, atol=1e-6)
+    assert weight_d.dtype == np.float32
+    out = on(device, np.maximum(draw(*SHAPE, seed=4), 0))
+    result = device.fused.relu_backward(on(device, gradient), out)
+    np.testing.assert_array_equal(host(result), np.where(host(out) > 0, gradient, 0))
+
+
+def test_scratch_is_reused_and_grows(device):
+    fused = device.fused
+    small = fused.scratch_like(np.empty((2, 3), np.float32))
+    assert small.shape == (2, 3)
+    again = fused.scratch_like(np.empty((3, 2), np.float32))
+    assert again.shape == (3, 2) and _base(again) is _base(small)
+    big = fused.scratch_like(np.empty((100, 100), np.float32))
+    assert big.shape == (100, 100)
+    assert fused.scratch_like(np.empty(4, np.float64)).dtype == np.float64
+
+
+def _base(array):
+    while getattr(array, "base", None) is not None:
+        array = array.base
+    return array
+
+
+def test_the_device_keeps_one_set_of_routines():
+    assert ndl.cpu().fused is ndl.cpu().fused
+
+
+def test_an_out_of_range_label_makes_the_gpu_loss_nan(cuda_device):
+    """No range check on a GPU (it would sync every step); the loss shows the bad label instead."""
+    logits = cuda_device.xp.asarray(draw(3, 4))
+    loss, _ = cuda_device.fused.softmax_cross_entropy(logits, cuda_device.xp.asarray(np.array([0, 4, 1])))
+    assert np.isnan(float(loss))
+    loss, _ = cuda_device.fused.softmax_cross_entropy(logits, cuda_device.xp.asarray(np.array([0, -1, 1])))
+    assert np.isnan(float(loss))
