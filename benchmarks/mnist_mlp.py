@@ -6,7 +6,9 @@ machine noise hits all of them alike:
 
 - ``numpy``: the floor, written by hand in numpy (CuPy on ``--device cuda``) with no graph;
 - ``torch``: eager PyTorch, when it imports (``pip install 'needle-dl[bench]'``);
-- ``needle``: the course API (``nn.Sequential``, ``nn.SoftmaxLoss``, ``optim.SGD``, ``DataLoader``).
+- ``needle``: the course API (``nn.Sequential``, ``nn.SoftmaxLoss``, ``optim.SGD``, ``DataLoader``),
+  with ``loss.backward(create_graph=False)``;
+- ``needle-course`` (only when asked for with ``--only``): the same with the course's ``loss.backward()``.
 
 Usage:
     python benchmarks/mnist_mlp.py --preset cpu --markdown
@@ -29,12 +31,12 @@ sys.path.insert(0, os.path.dirname(BENCHMARK_DIR))
 sys.path.insert(0, BENCHMARK_DIR)
 
 from floor_numpy import FloorMLP  # noqa: E402
-from needle_mlp import NeedleMLP, needle_available  # noqa: E402
+from needle_mlp import NeedleCourseBackwardMLP, NeedleMLP, needle_available  # noqa: E402
 from reference_torch import TorchMLP, torch_available  # noqa: E402
 from timing import Stopwatch, median  # noqa: E402
 from workload import Workload, load_mnist  # noqa: E402
 
-IMPLEMENTATIONS = {"numpy": FloorMLP, "torch": TorchMLP, "needle": NeedleMLP}
+IMPLEMENTATIONS = {"numpy": FloorMLP, "torch": TorchMLP, "needle": NeedleMLP, "needle-course": NeedleCourseBackwardMLP}
 WARMUP_STEPS = 30
 ACCURACY_TOLERANCE = 0.01
 PRESETS = {
@@ -54,7 +56,7 @@ def parse_args(argv=None):
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--only", default="needle,numpy,torch", help="comma-separated subset of needle,numpy,torch"
+        "--only", default="needle,numpy,torch", help="comma-separated subset of needle,numpy,torch,needle-course"
     )
     parser.add_argument(
         "--preset",
@@ -103,7 +105,7 @@ def machine_description(device):
 def selected_implementations(args):
     """The implementation classes to run, and a line for each one skipped."""
     chosen, skipped = [], []
-    for key in ("numpy", "torch", "needle"):
+    for key in ("numpy", "torch", "needle", "needle-course"):
         if key not in args.only:
             continue
         if key == "torch":
@@ -111,10 +113,10 @@ def selected_implementations(args):
             if not ok:
                 skipped.append(f"torch skipped: {reason} (pip install 'needle-dl[bench]')")
                 continue
-        if key == "needle":
+        if key.startswith("needle"):
             ok, reason = needle_available()
             if not ok:
-                skipped.append(f"needle skipped: {reason}")
+                skipped.append(f"{key} skipped: {reason}")
                 continue
         chosen.append(IMPLEMENTATIONS[key])
     return chosen, skipped

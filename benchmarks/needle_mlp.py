@@ -1,5 +1,9 @@
 """needle: the benchmark's MLP through the course API, exactly as a student would write it.
 
+``NeedleMLP`` calls ``loss.backward(create_graph=False)``, needle's array-only backward;
+``NeedleCourseBackwardMLP`` calls the course's ``loss.backward()``, which builds each gradient as a
+Tensor graph (what gradients of gradients need) and costs more Python per node.
+
 ``nn.Sequential`` of ``nn.Linear``/``nn.ReLU``, ``nn.SoftmaxLoss``, ``ndl.optim.SGD`` and
 ``ndl.data.DataLoader``; evaluation under ``ndl.no_grad()`` with ``model.eval()``.
 """
@@ -120,6 +124,19 @@ class NeedleMLP:
         self.opt.reset_grad()
         loss = self.loss_fn(self.model(x), y)
         loss.backward(create_graph=False)
+        self.opt.step()
+
+
+class NeedleCourseBackwardMLP(NeedleMLP):
+    """The same, with ``loss.backward()`` as the course writes it: gradients built as Tensor graphs."""
+
+    key = "needle-course"
+    name = "needle backward()"
+
+    def _step(self, x, y):
+        self.opt.reset_grad()
+        loss = self.loss_fn(self.model(x), y)
+        loss.backward()
         self.opt.step()
 
     def train_epoch(self):
