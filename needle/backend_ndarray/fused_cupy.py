@@ -5,37 +5,32 @@ versions in :mod:`.fused` cost 4 launches per parameter for a momentum step, 11 
 about 12 for softmax cross-entropy. Here each routine is one launch (the loss two: the rows,
 then their mean). Kernels compile on first use and CuPy caches them on disk.
 
-A kernel takes float32 or float64 arrays whose dtypes all match; anything else (mixed dtypes,
-float16) goes to the array-module versions, which give the same values.
+A kernel takes float32 or float64 arrays whose dtypes all match (labels: any integer type);
+anything else (mixed dtypes, float16) goes to the array-module versions, which give the same
+values.
 """
 import numpy
 
 from .fused import ArrayRoutines
 
-_C_TYPES = {numpy.dtype(numpy.float32): "float", numpy.dtype(numpy.float64): "double"}
+_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
 
 # NOTE: one thread per row, which suits the few classes of a classifier (10 for MNIST). A label
 # outside [0, classes) makes that row's loss NaN and its gradient row plain softmax: the loss
 # then shows the error without the device sync a range check would cost every step.
-_SOFTMAX_CROSS_ENTROPY_ROWS = r"""
-extern "C" __global__ void needle_softmax_cross_entropy_rows_{type}(
-        const {type}* logits, const long long* labels, {type}* exp_shifted, {type}* totals,
-        {type}* row_losses, int rows, int classes) {{
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
-    const {type}* z = logits + (long long)r * classes;
-    {type}* e = exp_shifted + (long long)r * classes;
-    {type} largest = z[0];
-    for (int c = 1; c < classes; ++c) largest = z[c] > largest ? z[c] : largest;
-    {type} total = 0;
-    for (int c = 0; c < classes; ++c) {{
-        e[c] = exp(z[c] - largest);
-        total += e[c];
-    }}
-    totals[r] = total;
-    long long label = labels[r];
-    row_losses[r] = (label >= 0 && label < classes) ? log(total) - (z[label] - largest) : ({type})nan("");
-}}
+_SOFTMAX_CROSS_ENTROPY_ROWS = """
+const long long start = i * classes;
+T largest = logits[start];
+for (int c = 1; c < classes; ++c) largest = logits[start + c] > largest ? logits[start + c] : largest;
+T total = 0;
+for (int c = 0; c < classes; ++c) {
+    T e = exp(logits[start + c] - largest);
+    exp_shifted[start + c] = e;
+    total += e;
+}
+totals = total;
+long long label = (long long)labels[i];
+row_losses = (label >= 0 && label < classes) ? log(total) - (logits[start + label] - largest) : (T)nan("");
 """
 
 
@@ -70,7 +65,7 @@ class CupyKernels(ArrayRoutines):
             "T out_grad, T out", "T in_grad", "in_grad = out > (T)0 ? out_grad : (T)0", "needle_relu_backward"
         )
         self._softmax_cross_entropy_gradient = elementwise(
-            "raw T totals, raw int64 labels, raw T out_grad, int32 classes, T inverse_batch",
+            "raw T totals, raw I labels, raw T out_grad, int32 classes, T inverse_batch",
             "T exp_shifted",
             """
             long long row = i / classes;
@@ -80,12 +75,10 @@ class CupyKernels(ArrayRoutines):
             """,
             "needle_softmax_cross_entropy_gradient",
         )
-        self._row_kernels = {
-            dtype: cupy.RawKernel(
-                _SOFTMAX_CROSS_ENTROPY_ROWS.format(type=c_type), "needle_softmax_cross_entropy_rows_" + c_type
-            )
-            for dtype, c_type in _C_TYPES.items()
-        }
+        self._softmax_cross_entropy_rows = elementwise(
+            "raw T logits, raw I labels, int32 classes", "raw T exp_shifted, T totals, T row_losses",
+            _SOFTMAX_CROSS_ENTROPY_ROWS, "needle_softmax_cross_entropy_rows",
+        )
 
     def sgd_step(self, weight, gradient, lr, weight_decay):
         if not _same_float_dtype(weight, gradient):
@@ -114,22 +107,17 @@ class CupyKernels(ArrayRoutines):
         return self._relu_backward(out_grad, out)
 
     def softmax_cross_entropy(self, logits, label_ids):
-        if not _same_float_dtype(logits) or label_ids.dtype != numpy.int64 or 0 in logits.shape:
+        if not _same_float_dtype(logits) or label_ids.dtype.kind not in "iu" or 0 in logits.shape:
             return super().softmax_cross_entropy(logits, label_ids)
         cupy = self.xp
         logits = cupy.ascontiguousarray(logits)
-        label_ids = cupy.ascontiguousarray(label_ids)
         batch, classes = logits.shape
         exp_shifted = cupy.empty_like(logits)
         totals = cupy.empty(batch, dtype=logits.dtype)
         row_losses = cupy.empty(batch, dtype=logits.dtype)
-        threads = 128
-        blocks = max(1, (batch + threads - 1) // threads)
-        self._row_kernels[logits.dtype](
-            (blocks,), (threads,),
-            (logits, label_ids, exp_shifted, totals, row_losses, numpy.int32(batch), numpy.int32(classes)),
+        self._softmax_cross_entropy_rows(
+            logits, cupy.ascontiguousarray(label_ids), numpy.int32(classes), exp_shifted, totals, row_losses
         )
-        # NOTE: the mean of no rows is NaN, as numpy's and the array-module version's is.
         return row_losses.mean(), (exp_shifted, totals, label_ids)
 
     def softmax_cross_entropy_gradient(self, saved, out_grad):
@@ -146,4 +134,4 @@ class CupyKernels(ArrayRoutines):
 
 def _same_float_dtype(first, *others):
     dtype = first.dtype
-    return dtype in _C_TYPES and all(other.dtype == dtype for other in others)
+    return dtype in _FLOATS and all(other.dtype == dtype for other in others)

@@ -52,14 +52,15 @@ def kernels():
     return CupyKernels(cupy)
 
 
-def elementwise_source(kernel, dtype, scalars):
-    """The CUDA source CuPy generates for ``kernel`` on contiguous arrays of ``dtype``."""
+def elementwise_source(kernel, types, scalars):
+    """The CUDA source CuPy generates for ``kernel`` on contiguous arrays, ``types`` mapping each
+    type placeholder ("T", "I") to a dtype."""
     try:
         from cupy._core import _carray, _kernel, _scalar
     except ImportError as error:
         pytest.skip(f"this CuPy release moved its kernel source generator ({error})")
-    in_dtypes = tuple(np.dtype(p.dtype) if p.dtype is not None else dtype for p in kernel.in_params)
-    out_dtypes = tuple(np.dtype(p.dtype) if p.dtype is not None else dtype for p in kernel.out_params)
+    in_dtypes = tuple(np.dtype(p.dtype) if p.dtype is not None else types[p.ctype] for p in kernel.in_params)
+    out_dtypes = tuple(np.dtype(p.dtype) if p.dtype is not None else types[p.ctype] for p in kernel.out_params)
     _, _, type_map = kernel._decide_params_type(in_dtypes, out_dtypes)
     array, indexer, scalar = 1, 2, 3  # the argument kinds of cupy/_core/_kernel.pxd
     arguments = []
@@ -79,27 +80,33 @@ def has_symbol(cubin, name):
     return b"\0" + name.encode() + b"\0" in cubin
 
 
+# Each kernel and the parameters it is passed as scalars.
 ELEMENTWISE = {
     "_sgd": ("lr", "weight_decay"),
     "_momentum": ("momentum", "step", "weight_decay"),
     "_adam": ("beta1", "beta2", "eps", "weight_decay", "step_size", "inverse_sqrt_c2"),
     "_relu_backward": (),
+    "_softmax_cross_entropy_rows": ("classes",),
     "_softmax_cross_entropy_gradient": ("classes", "inverse_batch"),
 }
+LABEL_TYPES = [np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.uint8)]
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=str)
-@pytest.mark.parametrize("attribute", sorted(ELEMENTWISE))
-def test_elementwise_kernel_compiles(kernels, compile_source, attribute, dtype):
+def type_cases():
+    for attribute in sorted(ELEMENTWISE):
+        labels = LABEL_TYPES if "softmax" in attribute else [None]
+        for dtype in FLOATS:
+            for label_dtype in labels:
+                types = {"T": dtype} if label_dtype is None else {"T": dtype, "I": label_dtype}
+                case_id = "-".join([attribute.strip("_"), *map(str, types.values())])
+                yield pytest.param(attribute, types, id=case_id)
+
+
+@pytest.mark.parametrize("attribute, types", list(type_cases()))
+def test_elementwise_kernel_compiles(kernels, compile_source, attribute, types):
     kernel = getattr(kernels, attribute)
-    cubin = compile_source(elementwise_source(kernel, dtype, ELEMENTWISE[attribute]))
+    cubin = compile_source(elementwise_source(kernel, types, ELEMENTWISE[attribute]))
     assert has_symbol(cubin, kernel.name)
-
-
-@pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_softmax_cross_entropy_rows_kernel_compiles(kernels, compile_source, dtype):
-    kernel = kernels._row_kernels[dtype]
-    assert has_symbol(compile_source(kernel.code), kernel.name)
 
 
 def test_the_check_catches_a_broken_kernel(compile_source):
@@ -108,7 +115,7 @@ def test_the_check_catches_a_broken_kernel(compile_source):
 
     broken = cupy.ElementwiseKernel("T x", "T y", "y = x * undefined_name", "needle_broken")
     with pytest.raises(compiler.CompileException, match="undefined_name"):
-        compile_source(elementwise_source(broken, FLOATS[0], ()))
+        compile_source(elementwise_source(broken, {"T": FLOATS[0]}, ()))
 
 
 def test_kernels_are_not_used_without_a_gpu():

@@ -89,11 +89,12 @@ def softmax_cross_entropy_reference(logits, labels):
     return loss, (np.exp(log_softmax) - one_hot) / len(labels)
 
 
+@pytest.mark.parametrize("label_dtype", [np.int64, np.uint8], ids=["int64", "uint8"])
 @pytest.mark.parametrize("batch, classes", [(7, 5), (300, 10), (1, 1)])
-def test_softmax_cross_entropy_loss_and_gradient(device, dtype, batch, classes):
+def test_softmax_cross_entropy_loss_and_gradient(device, dtype, batch, classes, label_dtype):
     logits = draw(batch, classes, dtype=dtype, seed=1) * 20  # large enough that an unshifted exp would overflow float32 at 89
     logits[0, 0] = 95
-    labels = np.random.default_rng(2).integers(0, classes, batch)
+    labels = np.random.default_rng(2).integers(0, classes, batch).astype(label_dtype)
     expected_loss, expected_gradient = softmax_cross_entropy_reference(logits, labels)
     fused = device.fused
     loss, saved = fused.softmax_cross_entropy(on(device, logits), on(device, labels))
