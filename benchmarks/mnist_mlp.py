@@ -167,7 +167,7 @@ def run_config(workload, classes, repeats):
             record["accuracy"].append(accuracy)
             record["memory"].append(memory.peak_growth)
             print(
-                f"   repeat {repeat + 1}/{repeats} {runner.name:14s} {record['train'][-1]:8.3f} s/epoch"
+                f"   repeat {repeat + 1}/{repeats} {runner.name:18s} {record['train'][-1]:8.3f} s/epoch"
                 f"  eval {eval_watch.seconds:6.3f} s  acc {accuracy:.4f}",
                 flush=True,
             )
@@ -216,10 +216,10 @@ def _ratio(value):
 
 def print_text_table(title, rows):
     print(f"\n== {title}")
-    print(f"   {'implementation':14s} {'s/epoch':>9s} {'best':>7s} {'eval s':>8s} {'test acc':>9s} {'peak MiB':>9s} {'vs floor':>9s} {'vs torch':>9s}")
+    print(f"   {'implementation':18s} {'s/epoch':>9s} {'best':>7s} {'eval s':>8s} {'test acc':>9s} {'peak MiB':>9s} {'vs floor':>9s} {'vs torch':>9s}")
     for row in rows:
         print(
-            f"   {row['name']:14s} {row['train']:9.3f} {row['best']:7.3f} {row['eval']:8.3f} {100 * row['accuracy']:8.2f}%"
+            f"   {row['name']:18s} {row['train']:9.3f} {row['best']:7.3f} {row['eval']:8.3f} {100 * row['accuracy']:8.2f}%"
             f" {row['memory_mib']:9.1f} {_ratio(row['vs_floor']):>9s} {_ratio(row['vs_torch']):>9s}"
         )
 

@@ -127,18 +127,6 @@ class NeedleMLP:
         self.opt.step()
 
 
-class NeedleCourseBackwardMLP(NeedleMLP):
-    """The same, with ``loss.backward()`` as the course writes it: gradients built as Tensor graphs."""
-
-    key = "needle-course"
-    name = "needle backward()"
-
-    def _step(self, x, y):
-        self.opt.reset_grad()
-        loss = self.loss_fn(self.model(x), y)
-        loss.backward()
-        self.opt.step()
-
     def train_epoch(self):
         for x, y in self._batches():
             self._step(x, y)
@@ -162,3 +150,16 @@ class NeedleCourseBackwardMLP(NeedleMLP):
                 correct += int((predictions == self.test_labels[start : start + EVAL_BATCH_SIZE]).sum())
         self.model.train()
         return correct / self.test_images.shape[0]
+
+
+class NeedleCourseBackwardMLP(NeedleMLP):
+    """The same, with ``loss.backward()`` as the course writes it: gradients built as Tensor graphs."""
+
+    key = "needle-course"
+    name = "needle backward()"
+
+    def _step(self, x, y):
+        self.opt.reset_grad()
+        loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        self.opt.step()
