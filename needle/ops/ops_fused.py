@@ -27,12 +27,21 @@ class LinearOp(TensorOp):
     def gradient(self, out_grad, node):
         x, weight = node.inputs[0], node.inputs[1]
         features_in, features_out = weight.shape
-        grad_flat = reshape(out_grad, (-1, features_out))
-        grad_x = matmul(out_grad, transpose(weight))
-        grad_weight = matmul(transpose(reshape(x, (-1, features_in))), grad_flat)
+        grad_flat = out_grad if out_grad.ndim == 2 else reshape(out_grad, (-1, features_out))
+        # NOTE: no gradient graph is built for an input that needs none (a first layer's batch).
+        grad_x = matmul(out_grad, transpose(weight)) if x.requires_grad else None
+        grad_weight = None
+        if weight.requires_grad:
+            x_flat = x if x.ndim == 2 else reshape(x, (-1, features_in))
+            grad_weight = matmul(transpose(x_flat), grad_flat)
         if len(node.inputs) == 2:
             return grad_x, grad_weight
-        grad_bias = reshape(summation(grad_flat, axes=(0,)), node.inputs[2].shape)
+        bias = node.inputs[2]
+        grad_bias = None
+        if bias.requires_grad:
+            grad_bias = summation(grad_flat, axes=(0,))
+            if grad_bias.shape != bias.shape:
+                grad_bias = reshape(grad_bias, bias.shape)
         return grad_x, grad_weight, grad_bias
 
     def gradient_data(self, out_grad, node):
@@ -86,11 +95,8 @@ class SoftmaxCrossEntropy(TensorOp):
 
     def gradient(self, out_grad, node):
         logits, labels = node.inputs
-        batch, classes = logits.shape
-        softmax = exp(logsoftmax(logits, axis=1))  # NOTE: logits - logsumexp loses digits at |logits| ~ 1e5
-        one_hot = _one_hot_tensor(labels, classes, logits)
-        scale = broadcast_to(reshape(out_grad, (1, 1)), logits.shape) / batch
-        return (softmax - one_hot) * scale, None
+        saved, self._saved = getattr(self, "_saved", None), None
+        return SoftmaxCrossEntropyGradient(saved)(logits, labels, out_grad), None
 
     def gradient_data(self, out_grad, node):
         saved = getattr(self, "_saved", None)
@@ -100,6 +106,37 @@ class SoftmaxCrossEntropy(TensorOp):
         self._saved = None
         device = out_grad.device
         return NDArray.make(device.fused.softmax_cross_entropy_gradient(saved, out_grad.raw), device), None
+
+
+class SoftmaxCrossEntropyGradient(TensorOp):
+    """``out_grad * (softmax(logits) - one_hot(labels)) / batch``: SoftmaxCrossEntropy's gradient as one node.
+
+    ``saved`` is what the forward computed (the exponentials and their row sums); the gradient
+    is made from it in place, or from scratch when there is none.
+    """
+
+    def __init__(self, saved=None):
+        self._saved = saved
+
+    def compute(self, logits: NDArray, labels: NDArray, out_grad: NDArray):
+        saved, self._saved = self._saved, None
+        device = logits.device
+        if saved is None:
+            _, saved = device.fused.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
+        return NDArray.make(device.fused.softmax_cross_entropy_gradient(saved, out_grad.raw), device)
+
+    def gradient(self, adjoint, node):
+        # NOTE: with p = softmax(z) and s = out_grad / batch, d(s (p_ij - y_ij)) / dz_il =
+        # s p_ij (delta_jl - p_il), so the adjoint V maps to s p (V - rowsum(V p)).
+        logits, labels, out_grad = node.inputs
+        batch, classes = logits.shape
+        softmax = exp(logsoftmax(logits, axis=1))
+        scale = broadcast_to(reshape(out_grad, (1, 1)), logits.shape) / batch
+        row_dot = broadcast_to(reshape(summation(adjoint * softmax, axes=(1,)), (batch, 1)), logits.shape)
+        grad_logits = softmax * (adjoint - row_dot) * scale
+        one_hot = _one_hot_tensor(labels, classes, logits)
+        grad_out_grad = reshape(summation(adjoint * (softmax - one_hot)) / batch, out_grad.shape)
+        return grad_logits, None, grad_out_grad
 
 
 def _label_ids(labels: NDArray, classes):

@@ -84,3 +84,36 @@ def test_softmax_cross_entropy_rejects_mismatched_labels(device):
     y = ndl.Tensor([0, 1], device=device, dtype="int64", requires_grad=False)
     with pytest.raises(ValueError, match=r"SoftmaxCrossEntropy.*\(3, 4\).*\(2,\)"):
         ops.softmax_cross_entropy(z, y)
+
+
+def second_order(loss_fn, logits, labels, weights, device):
+    """Gradients, with respect to the logits and to ``out_grad``, of ``sum(weights * dloss/dlogits)``."""
+    z = ndl.Tensor(logits, device=device, dtype="float64")
+    y = ndl.Tensor(labels, device=device, dtype="int64", requires_grad=False)
+    k = ndl.Tensor(np.array(1.7), device=device, dtype="float64")
+    loss_fn(z, y).backward(k)
+    first = z.grad
+    z.grad = None
+    (first * ndl.Tensor(weights, device=device, dtype="float64")).sum().backward()
+    return first.numpy(), z.grad.numpy(), k.grad.numpy()
+
+
+def test_softmax_cross_entropy_gradient_of_gradient_equals_the_unfused_chain(device):
+    logits = rng.normal(size=(4, 3)) * 2
+    labels = np.array([2, 0, 1, 2])
+    weights = rng.normal(size=(4, 3))
+    fused = second_order(ops.softmax_cross_entropy, logits, labels, weights, device)
+    unfused = second_order(unfused_softmax_cross_entropy, logits, labels, weights, device)
+    for got, want in zip(fused, unfused):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert np.any(fused[1]) and np.any(fused[2]), "the second-order gradients must not vanish"
+
+
+@pytest.mark.parametrize("x_needs_grad", [True, False])
+def test_linear_builds_no_gradient_for_an_input_that_needs_none(x_needs_grad, device, graph_baseline):
+    x = ndl.Tensor(rng.normal(size=(3, 4)), device=device, requires_grad=x_needs_grad)
+    w = ndl.Tensor(rng.normal(size=(4, 2)), device=device)
+    out = ops.linear(x, w, ndl.Tensor(rng.normal(size=(1, 2)), device=device))
+    grads = out.op.gradient(ndl.Tensor(np.ones((3, 2)), device=device, requires_grad=False), out)
+    assert (grads[0] is not None) == x_needs_grad
+    assert grads[1].shape == (4, 2) and grads[2].shape == (1, 2)
