@@ -189,6 +189,16 @@ def test_gradient_of_gradient(cube, device):
     np.testing.assert_allclose(x.grad.numpy(), [18.0, -6.0])  # 6 x
 
 
+def test_gradient_of_relu_gradient(device):
+    x = ndl.Tensor([2.0, -1.0, 0.5], device=device, dtype="float64")
+    y = (ops.relu(x) * x * x).sum()  # x^3 where x > 0; the x * x factor reaches the gradient through the mask
+    y.backward()
+    first = x.grad
+    np.testing.assert_allclose(first.numpy(), [12.0, 0.0, 0.75])  # 3 x^2 where x > 0
+    first.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [12.0, 0.0, 3.0])  # 6 x where x > 0
+
+
 @pytest.mark.parametrize("create_graph", [True, False])
 def test_reused_values_accumulate_gradients(create_graph, device):
     x = ndl.Tensor([2.0], device=device)

@@ -243,8 +243,7 @@ class ReLU(TensorOp):
 
     def gradient(self, out_grad, node):
         # NOTE: at the kink a == 0 the gradient is taken as 0, as in PyTorch and the course.
-        mask = node.realize_cached_data() > 0
-        return out_grad * _constant(mask.astype(out_grad.dtype))
+        return ReLUBackward(node.realize_cached_data())(out_grad)
 
     def gradient_data(self, out_grad, node):
         device = out_grad.device
@@ -253,6 +252,23 @@ class ReLU(TensorOp):
 
 def relu(a):
     return ReLU()(a)
+
+
+class ReLUBackward(TensorOp):
+    """``out_grad`` where the ReLU's output ``relu_output`` (an array, not an input) is positive, else 0.
+
+    ReLU's gradient as one node; it is linear in ``out_grad``, so its own gradient is itself.
+    """
+
+    def __init__(self, relu_output: NDArray):
+        self.relu_output = relu_output
+
+    def compute(self, out_grad: NDArray):
+        device = out_grad.device
+        return _make(device.fused.relu_backward(out_grad.raw, self.relu_output.raw), device)
+
+    def gradient(self, adjoint, node):
+        return ReLUBackward(self.relu_output)(adjoint)
 
 
 class Tanh(TensorOp):
@@ -291,10 +307,3 @@ class Sigmoid(TensorOp):
 
 def sigmoid(a):
     return Sigmoid()(a)
-
-
-def _constant(array):
-    """A constant Tensor holding ``array`` (used for masks inside gradients)."""
-    from ..tensor import Tensor
-
-    return Tensor.make_const(array)
