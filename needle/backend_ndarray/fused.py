@@ -16,14 +16,21 @@ class ArrayRoutines:
 
     def __init__(self, xp):
         self.xp = xp
-        self._scratch = {}
+        self._scratch = {}  # dtype -> one flat buffer
+        self._scratch_views = {}  # (dtype, shape) -> a view of that buffer
 
     def scratch_like(self, array):
         """A scratch array shaped like ``array``, carved from one reused buffer per dtype."""
+        key = (array.dtype, array.shape)
+        view = self._scratch_views.get(key)
+        if view is not None:
+            return view
         buffer = self._scratch.get(array.dtype)
         if buffer is None or buffer.size < array.size:
             buffer = self._scratch[array.dtype] = self.xp.empty(array.size, dtype=array.dtype)
-        return buffer[: array.size].reshape(array.shape)
+            self._scratch_views.clear()  # views of the old buffer would keep it alive
+        view = self._scratch_views[key] = buffer[: array.size].reshape(array.shape)
+        return view
 
     # ---- optimizer updates (in place) -----------------------------------------------------
     def sgd_step(self, weight, gradient, lr, weight_decay):
