@@ -190,9 +190,23 @@ def summarise(records):
                 "memory_mib": max(record["memory"]) / 2**20,
                 "vs_floor": medians[key] / medians["numpy"] if "numpy" in medians else None,
                 "vs_torch": medians[key] / medians["torch"] if "torch" in medians else None,
+                "paired_vs_floor": paired_ratio(record, records.get("numpy")),
+                "paired_vs_torch": paired_ratio(record, records.get("torch")),
             }
         )
     return rows
+
+
+def paired_ratio(record, reference):
+    """The median over repeats of this repeat's time over the reference's time in the same repeat.
+
+    The two ran seconds apart, so a machine that changes speed part-way through a run (a shared
+    one does) moves both; the ratio of the medians can then pair a fast repeat with a slow one.
+    """
+    if reference is None:
+        return None
+    ratios = [mine / theirs for mine, theirs in zip(record["train"], reference["train"])]
+    return median(ratios) if ratios else None
 
 
 def accuracy_warning(rows):
@@ -216,24 +230,30 @@ def _ratio(value):
 
 def print_text_table(title, rows):
     print(f"\n== {title}")
-    print(f"   {'implementation':18s} {'s/epoch':>9s} {'best':>7s} {'eval s':>8s} {'test acc':>9s} {'peak MiB':>9s} {'vs floor':>9s} {'vs torch':>9s}")
+    print(
+        f"   {'implementation':18s} {'s/epoch':>9s} {'best':>7s} {'eval s':>8s} {'test acc':>9s} {'peak MiB':>9s}"
+        f" {'vs floor':>9s} {'vs torch':>9s} {'paired vs floor':>16s} {'paired vs torch':>16s}"
+    )
     for row in rows:
         print(
             f"   {row['name']:18s} {row['train']:9.3f} {row['best']:7.3f} {row['eval']:8.3f} {100 * row['accuracy']:8.2f}%"
             f" {row['memory_mib']:9.1f} {_ratio(row['vs_floor']):>9s} {_ratio(row['vs_torch']):>9s}"
+            f" {_ratio(row['paired_vs_floor']):>16s} {_ratio(row['paired_vs_torch']):>16s}"
         )
 
 
 def markdown_table(results, memory_label):
     lines = [
-        f"| config | implementation | s/epoch (median) | s/epoch (best) | eval s (median) | test acc | {memory_label} | vs floor | vs torch |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"| config | implementation | s/epoch (median) | s/epoch (best) | eval s (median) | test acc | {memory_label}"
+        " | vs floor | vs torch | paired vs floor | paired vs torch |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for title, rows in results:
         for row in rows:
             lines.append(
                 f"| {title} | {row['name']} | {row['train']:.3f} | {row['best']:.3f} | {row['eval']:.3f} | {100 * row['accuracy']:.2f}% |"
                 f" {row['memory_mib']:.1f} | {_ratio(row['vs_floor'])} | {_ratio(row['vs_torch'])} |"
+                f" {_ratio(row['paired_vs_floor'])} | {_ratio(row['paired_vs_torch'])} |"
             )
     return "\n".join(lines)
 
