@@ -15,70 +15,85 @@ from .fused import ArrayRoutines
 
 _FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
 
+# Each kernel as CuPy's ElementwiseKernel takes it: (in_params, out_params, operation, name).
+SGD_STEP = (
+    "T gradient, T lr, T weight_decay", "T weight",
+    "weight -= lr * (gradient + weight_decay * weight)",
+    "needle_sgd_step",
+)
+MOMENTUM_STEP = (
+    "T gradient, T momentum, T step, T weight_decay", "T velocity, T weight",
+    "velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity",
+    "needle_momentum_step",
+)
+ADAM_STEP = (
+    "T gradient, T beta1, T beta2, T eps, T weight_decay, T step_size, T inverse_sqrt_c2",
+    "T first, T second, T weight",
+    """
+    T g = gradient + weight_decay * weight;
+    first = beta1 * first + (1 - beta1) * g;
+    second = beta2 * second + (1 - beta2) * (g * g);
+    weight -= step_size * first / (sqrt(second) * inverse_sqrt_c2 + eps);
+    """,
+    "needle_adam_step",
+)
+RELU_BACKWARD = (
+    "T out_grad, T out", "T in_grad",
+    "in_grad = out > (T)0 ? out_grad : (T)0",
+    "needle_relu_backward",
+)
 # NOTE: one thread per row, which suits the few classes of a classifier (10 for MNIST). A label
 # outside [0, classes) makes that row's loss NaN and its gradient row plain softmax: the loss
 # then shows the error without the device sync a range check would cost every step.
-_SOFTMAX_CROSS_ENTROPY_ROWS = """
-const long long start = i * classes;
-T largest = logits[start];
-for (int c = 1; c < classes; ++c) largest = logits[start + c] > largest ? logits[start + c] : largest;
-T total = 0;
-for (int c = 0; c < classes; ++c) {
-    T e = exp(logits[start + c] - largest);
-    exp_shifted[start + c] = e;
-    total += e;
+SOFTMAX_CROSS_ENTROPY_ROWS = (
+    "raw T logits, raw I labels, int32 classes", "raw T exp_shifted, T totals, T row_losses",
+    """
+    const long long start = i * classes;
+    T largest = logits[start];
+    for (int c = 1; c < classes; ++c) largest = logits[start + c] > largest ? logits[start + c] : largest;
+    T total = 0;
+    for (int c = 0; c < classes; ++c) {
+        T e = exp(logits[start + c] - largest);
+        exp_shifted[start + c] = e;
+        total += e;
+    }
+    totals = total;
+    long long label = (long long)labels[i];
+    row_losses = (label >= 0 && label < classes) ? log(total) - (logits[start + label] - largest) : (T)nan("");
+    """,
+    "needle_softmax_cross_entropy_rows",
+)
+SOFTMAX_CROSS_ENTROPY_GRADIENT = (
+    "raw T totals, raw I labels, raw T out_grad, int32 classes, T inverse_batch", "T exp_shifted",
+    """
+    long long row = i / classes;
+    T scale = out_grad[0] * inverse_batch;
+    long long label = (long long)labels[row];
+    exp_shifted = exp_shifted * (scale / totals[row]) - ((long long)(i % classes) == label ? scale : (T)0);
+    """,
+    "needle_softmax_cross_entropy_gradient",
+)
+KERNELS = {
+    "_sgd": SGD_STEP,
+    "_momentum": MOMENTUM_STEP,
+    "_adam": ADAM_STEP,
+    "_relu_backward": RELU_BACKWARD,
+    "_softmax_cross_entropy_rows": SOFTMAX_CROSS_ENTROPY_ROWS,
+    "_softmax_cross_entropy_gradient": SOFTMAX_CROSS_ENTROPY_GRADIENT,
 }
-totals = total;
-long long label = (long long)labels[i];
-row_losses = (label >= 0 && label < classes) ? log(total) - (logits[start + label] - largest) : (T)nan("");
-"""
 
 
 class CupyKernels(ArrayRoutines):
-    """The routines of :class:`ArrayRoutines`, each one CuPy kernel."""
+    """The routines of :class:`ArrayRoutines`, each one CuPy kernel.
+
+    Args:
+        cupy: the CuPy module (or anything with its ``ElementwiseKernel`` and array functions).
+    """
 
     def __init__(self, cupy):
         super().__init__(cupy)
-        elementwise = cupy.ElementwiseKernel
-        self._sgd = elementwise(
-            "T gradient, T lr, T weight_decay", "T weight",
-            "weight -= lr * (gradient + weight_decay * weight)",
-            "needle_sgd_step",
-        )
-        self._momentum = elementwise(
-            "T gradient, T momentum, T step, T weight_decay", "T velocity, T weight",
-            "velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity",
-            "needle_momentum_step",
-        )
-        self._adam = elementwise(
-            "T gradient, T beta1, T beta2, T eps, T weight_decay, T step_size, T inverse_sqrt_c2",
-            "T first, T second, T weight",
-            """
-            T g = gradient + weight_decay * weight;
-            first = beta1 * first + (1 - beta1) * g;
-            second = beta2 * second + (1 - beta2) * (g * g);
-            weight -= step_size * first / (sqrt(second) * inverse_sqrt_c2 + eps);
-            """,
-            "needle_adam_step",
-        )
-        self._relu_backward = elementwise(
-            "T out_grad, T out", "T in_grad", "in_grad = out > (T)0 ? out_grad : (T)0", "needle_relu_backward"
-        )
-        self._softmax_cross_entropy_gradient = elementwise(
-            "raw T totals, raw I labels, raw T out_grad, int32 classes, T inverse_batch",
-            "T exp_shifted",
-            """
-            long long row = i / classes;
-            T scale = out_grad[0] * inverse_batch;
-            long long label = labels[row];
-            exp_shifted = exp_shifted * (scale / totals[row]) - ((long long)(i % classes) == label ? scale : (T)0);
-            """,
-            "needle_softmax_cross_entropy_gradient",
-        )
-        self._softmax_cross_entropy_rows = elementwise(
-            "raw T logits, raw I labels, int32 classes", "raw T exp_shifted, T totals, T row_losses",
-            _SOFTMAX_CROSS_ENTROPY_ROWS, "needle_softmax_cross_entropy_rows",
-        )
+        for attribute, spec in KERNELS.items():
+            setattr(self, attribute, cupy.ElementwiseKernel(*spec))
 
     def sgd_step(self, weight, gradient, lr, weight_decay):
         if not _same_float_dtype(weight, gradient):

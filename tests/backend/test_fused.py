@@ -1,12 +1,19 @@
 """Each device's fused routines against plain float64 numpy formulas.
 
-On CUDA this runs the CuPy kernels and, with mixed dtypes, their array-module fallback.
+On CUDA this runs the CuPy kernels and, with mixed dtypes, their array-module fallback. The
+``host-kernels`` case runs the same kernels' code compiled for the CPU (``host_cupy``), so the
+kernels are checked on machines without a GPU too.
 """
+import types
+
 import numpy as np
 import pytest
 
 import needle as ndl
 from needle.backend_ndarray.fused import AdamScalars
+from needle.backend_ndarray.fused_cupy import CupyKernels
+
+from host_cupy import compiler_available, host_cupy
 
 SHAPE = (7, 5)
 
@@ -25,6 +32,28 @@ def host(array):
 
 def tolerance(dtype):
     return {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-12}
+
+
+@pytest.fixture(scope="module")
+def host_kernels():
+    """A device-like object: numpy arrays, and needle's CuPy kernels compiled for the host."""
+    if not compiler_available():
+        pytest.skip("no g++ to compile the kernels for the host")
+    return types.SimpleNamespace(name="host-kernels", xp=np, fused=CupyKernels(host_cupy()))
+
+
+@pytest.fixture(
+    params=[
+        "cpu",
+        pytest.param("cuda", marks=pytest.mark.skipif(not ndl.cuda().enabled(), reason="no CUDA device")),
+        "host-kernels",
+    ]
+)
+def device(request):
+    """The CPU, the GPU where there is one, and the GPU kernels run on the host."""
+    if request.param == "host-kernels":
+        return request.getfixturevalue("host_kernels")
+    return ndl.cpu() if request.param == "cpu" else ndl.cuda()
 
 
 @pytest.fixture(params=[np.float32, np.float64], ids=["float32", "float64"])
@@ -94,6 +123,7 @@ def softmax_cross_entropy_reference(logits, labels):
 def test_softmax_cross_entropy_loss_and_gradient(device, dtype, batch, classes, label_dtype):
     logits = draw(batch, classes, dtype=dtype, seed=1) * 20  # large enough that an unshifted exp would overflow float32 at 89
     logits[0, 0] = 95
+    logits[-1, -1] = 1000  # overflows exp() in both dtypes unless the row's true maximum is subtracted
     labels = np.random.default_rng(2).integers(0, classes, batch).astype(label_dtype)
     expected_loss, expected_gradient = softmax_cross_entropy_reference(logits, labels)
     fused = device.fused
@@ -151,10 +181,49 @@ def test_the_device_keeps_one_set_of_routines():
     assert ndl.cpu().fused is ndl.cpu().fused
 
 
-def test_an_out_of_range_label_makes_the_gpu_loss_nan(cuda_device):
+@pytest.mark.parametrize("kernel_device", ["cuda", "host-kernels"])
+def test_an_out_of_range_label_makes_the_gpu_loss_nan(kernel_device, request):
     """No range check on a GPU (it would sync every step); the loss shows the bad label instead."""
-    logits = cuda_device.xp.asarray(draw(3, 4))
-    loss, _ = cuda_device.fused.softmax_cross_entropy(logits, cuda_device.xp.asarray(np.array([0, 4, 1])))
-    assert np.isnan(float(loss))
-    loss, _ = cuda_device.fused.softmax_cross_entropy(logits, cuda_device.xp.asarray(np.array([0, -1, 1])))
-    assert np.isnan(float(loss))
+    device = request.getfixturevalue("cuda_device" if kernel_device == "cuda" else "host_kernels")
+    logits = device.xp.asarray(draw(3, 4))
+    for bad in ([0, 4, 1], [0, -1, 1]):
+        loss, saved = device.fused.softmax_cross_entropy(logits, device.xp.asarray(np.array(bad)))
+        assert np.isnan(float(loss))
+        gradient = host(device.fused.softmax_cross_entropy_gradient(saved, device.xp.asarray(np.float32(1.0))))
+        assert np.all(np.isfinite(gradient)) and np.all(gradient[1] > 0), "the bad row's gradient is plain softmax"
+
+
+def train_a_few_steps(optimizer, create_graph):
+    """Parameters of a small MLP after five steps on fixed data, as numpy arrays."""
+    rng = np.random.default_rng(5)
+    np.random.seed(5)
+    model = ndl.nn.Sequential(ndl.nn.Linear(6, 8), ndl.nn.ReLU(), ndl.nn.Linear(8, 4))
+    opt = optimizer(model.parameters())
+    x = ndl.Tensor(rng.standard_normal((10, 6)).astype(np.float32), requires_grad=False)
+    y = ndl.Tensor(rng.integers(0, 4, 10).astype(np.uint8), dtype="uint8", requires_grad=False)
+    for _ in range(5):
+        opt.reset_grad()
+        loss = ndl.nn.SoftmaxLoss()(model(x), y)
+        loss.backward(create_graph=create_graph)
+        opt.step()
+    return [p.numpy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("create_graph", [True, False])
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        lambda params: ndl.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=0.01),
+        lambda params: ndl.optim.SGD(params, lr=0.1),
+        lambda params: ndl.optim.Adam(params, lr=0.01, weight_decay=0.01),
+    ],
+    ids=["sgd-momentum", "sgd", "adam"],
+)
+def test_training_through_the_kernels_matches_the_cpu(optimizer, create_graph, host_kernels, monkeypatch):
+    """Ops and optimizers reach the kernels through device.fused with the right arguments."""
+    expected = train_a_few_steps(optimizer, create_graph)
+    monkeypatch.setattr(ndl.cpu(), "_fused", host_kernels.fused)
+    actual = train_a_few_steps(optimizer, create_graph)
+    for got, want in zip(actual, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert any(not np.allclose(p, 0) for p in actual)
