@@ -26,10 +26,9 @@ def unbroadcast(grad, shape):
     """Sum a Tensor gradient back to ``shape`` after broadcasting, with Tensor ops."""
     if grad.shape == shape:
         return grad
-    from .ops_mathematic import reshape, summation
+    from .ops_shape import SumToShape
 
-    axes = broadcast_axes(grad.shape, shape)
-    return reshape(summation(grad, axes) if axes else grad, shape)
+    return SumToShape(shape)(grad)
 
 
 def normalize_axes(axes, ndim):

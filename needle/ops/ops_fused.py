@@ -7,7 +7,7 @@ from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
 from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
-from .ops_shape import broadcast_to, matmul, reshape, summation, transpose
+from .ops_shape import MatMul, broadcast_to, reshape, sum_to_shape, summation
 
 
 class LinearOp(TensorOp):
@@ -28,20 +28,22 @@ class LinearOp(TensorOp):
         x, weight = node.inputs[0], node.inputs[1]
         features_in, features_out = weight.shape
         grad_flat = out_grad if out_grad.ndim == 2 else reshape(out_grad, (-1, features_out))
-        # NOTE: no gradient graph is built for an input that needs none (a first layer's batch).
-        grad_x = matmul(out_grad, transpose(weight)) if x.requires_grad else None
+        # NOTE: no gradient graph is built for an input that needs none (a first layer's batch),
+        # and the products take their operands transposed in place: one node each.
+        grad_x = MatMul(False, True)(out_grad, weight) if x.requires_grad else None
         grad_weight = None
         if weight.requires_grad:
             x_flat = x if x.ndim == 2 else reshape(x, (-1, features_in))
-            grad_weight = matmul(transpose(x_flat), grad_flat)
+            grad_weight = MatMul(True, False)(x_flat, grad_flat)
         if len(node.inputs) == 2:
             return grad_x, grad_weight
         bias = node.inputs[2]
         grad_bias = None
         if bias.requires_grad:
-            grad_bias = summation(grad_flat, axes=(0,))
-            if grad_bias.shape != bias.shape:
-                grad_bias = reshape(grad_bias, bias.shape)
+            if bias.ndim <= 2:
+                grad_bias = sum_to_shape(grad_flat, bias.shape)
+            else:
+                grad_bias = reshape(summation(grad_flat, axes=(0,)), bias.shape)
         return grad_x, grad_weight, grad_bias
 
     def gradient_data(self, out_grad, node):

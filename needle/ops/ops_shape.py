@@ -83,6 +83,26 @@ def broadcast_to(a, shape):
     return BroadcastTo(shape)(a)
 
 
+class SumToShape(TensorOp):
+    """Sum ``a`` back to ``shape`` after numpy broadcasting: BroadcastTo's adjoint, as one node."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    def compute(self, a: NDArray):
+        return unbroadcast_data(a, self.shape)
+
+    def gradient(self, out_grad, node):
+        return broadcast_to(out_grad, node.inputs[0].shape)
+
+    def gradient_data(self, out_grad, node):
+        return (out_grad.broadcast_to(node.inputs[0].cached_data.shape),)
+
+
+def sum_to_shape(a, shape):
+    return SumToShape(shape)(a)
+
+
 class Summation(TensorOp):
     """Sum over ``axes`` (None: all; an int; or a tuple), dropping the summed axes."""
 
@@ -113,7 +133,15 @@ def summation(a, axes=None):
 
 
 class MatMul(TensorOp):
-    """Matrix product ``a @ b``, batched over leading axes with numpy broadcasting."""
+    """Matrix product ``a @ b``, batched over leading axes with numpy broadcasting.
+
+    ``transpose_a`` / ``transpose_b`` swap the last two axes of that operand first, inside the
+    same node: gradients use them, so a product's gradient costs no transpose nodes.
+    """
+
+    def __init__(self, transpose_a=False, transpose_b=False):
+        self.transpose_a = transpose_a
+        self.transpose_b = transpose_b
 
     def compute(self, a: NDArray, b: NDArray):
         if a.ndim < 2 or b.ndim < 2:
@@ -121,6 +149,10 @@ class MatMul(TensorOp):
                 f"MatMul needs operands with at least 2 dimensions, got shapes {a.shape} and {b.shape}: "
                 "reshape a vector to (1, n) or (n, 1)"
             )
+        if self.transpose_a:
+            a = _swap_last_two(a)
+        if self.transpose_b:
+            b = _swap_last_two(b)
         if a.shape[-1] != b.shape[-2]:
             raise ValueError(
                 f"MatMul: shapes {a.shape} @ {b.shape} do not fit: "
@@ -129,9 +161,18 @@ class MatMul(TensorOp):
         return a @ b
 
     def gradient(self, out_grad, node):
+        # NOTE: with C = A' @ B' (A' = A or A^T, B' likewise), dA' = G B'^T and dB' = A'^T G;
+        # a transposed operand takes the transpose of its adjoint, written as a flagged product.
         a, b = node.inputs
-        grad_a = matmul(out_grad, transpose(b))
-        grad_b = matmul(transpose(a), out_grad)
+        transpose_a, transpose_b = self.transpose_a, self.transpose_b
+        if transpose_a:
+            grad_a = MatMul(transpose_b, True)(b, out_grad)
+        else:
+            grad_a = MatMul(False, not transpose_b)(out_grad, b)
+        if transpose_b:
+            grad_b = MatMul(True, transpose_a)(out_grad, a)
+        else:
+            grad_b = MatMul(not transpose_a, False)(a, out_grad)
         return unbroadcast(grad_a, a.shape), unbroadcast(grad_b, b.shape)
 
     def gradient_data(self, out_grad, node):
@@ -139,9 +180,13 @@ class MatMul(TensorOp):
         a_data, b_data = a.cached_data, b.cached_data
         grad_a = grad_b = None
         if a.requires_grad:
-            grad_a = unbroadcast_data(out_grad @ _swap_last_two(b_data), a_data.shape)
+            b_used = _swap_last_two(b_data) if self.transpose_b else b_data
+            grad = out_grad @ _swap_last_two(b_used)
+            grad_a = unbroadcast_data(_swap_last_two(grad) if self.transpose_a else grad, a_data.shape)
         if b.requires_grad:
-            grad_b = unbroadcast_data(_swap_last_two(a_data) @ out_grad, b_data.shape)
+            a_used = _swap_last_two(a_data) if self.transpose_a else a_data
+            grad = _swap_last_two(a_used) @ out_grad
+            grad_b = unbroadcast_data(_swap_last_two(grad) if self.transpose_b else grad, b_data.shape)
         return grad_a, grad_b
 
 
