@@ -117,3 +117,18 @@ def test_linear_builds_no_gradient_for_an_input_that_needs_none(x_needs_grad, de
     grads = out.op.gradient(ndl.Tensor(np.ones((3, 2)), device=device, requires_grad=False), out)
     assert (grads[0] is not None) == x_needs_grad
     assert grads[1].shape == (4, 2) and grads[2].shape == (1, 2)
+
+
+def test_softmax_cross_entropy_backward_can_run_again(device, lazy_mode):
+    """The forward's saved exponentials are used once; later backward calls recompute them."""
+    logits = rng.normal(size=(4, 3))
+    z = ndl.Tensor(logits, device=device)
+    y = ndl.Tensor([0, 2, 1, 1], device=device, dtype="int64", requires_grad=False)
+    loss = ops.softmax_cross_entropy(z, y)
+    gradients = []
+    for create_graph in (True, True, False, False, True):
+        loss.backward(create_graph=create_graph)
+        gradients.append(z.grad.numpy().copy())
+    for gradient in gradients[1:]:
+        np.testing.assert_allclose(gradient, gradients[0], rtol=1e-6)
+    assert np.any(gradients[0])
