@@ -126,12 +126,13 @@ class CupyKernels(ArrayRoutines):
             return super().softmax_cross_entropy(logits, label_ids)
         cupy = self.xp
         logits = cupy.ascontiguousarray(logits)
+        label_ids = cupy.ascontiguousarray(label_ids)
         batch, classes = logits.shape
         exp_shifted = cupy.empty_like(logits)
         totals = cupy.empty(batch, dtype=logits.dtype)
         row_losses = cupy.empty(batch, dtype=logits.dtype)
         self._softmax_cross_entropy_rows(
-            logits, cupy.ascontiguousarray(label_ids), numpy.int32(classes), exp_shifted, totals, row_losses
+            logits, label_ids, numpy.int32(classes), exp_shifted, totals, row_losses
         )
         return row_losses.mean(), (exp_shifted, totals, label_ids)
 

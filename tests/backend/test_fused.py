@@ -227,3 +227,13 @@ def test_training_through_the_kernels_matches_the_cpu(optimizer, create_graph, h
     for got, want in zip(actual, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert any(not np.allclose(p, 0) for p in actual)
+
+
+def test_softmax_cross_entropy_takes_strided_labels(device):
+    logits = draw(4, 3, seed=6)
+    labels = np.array([0, 9, 2, 9, 1, 9, 2, 9])[::2]  # a strided view: 0, 2, 1, 2
+    expected_loss, expected_gradient = softmax_cross_entropy_reference(logits, labels)
+    loss, saved = device.fused.softmax_cross_entropy(on(device, logits), on(device, np.array([0, 9, 2, 9, 1, 9, 2, 9]))[::2])
+    np.testing.assert_allclose(host(loss), expected_loss, rtol=1e-5)
+    gradient = device.fused.softmax_cross_entropy_gradient(saved, on(device, np.float32(1.0)))
+    np.testing.assert_allclose(host(gradient), expected_gradient, rtol=1e-5, atol=1e-7)
