@@ -76,6 +76,22 @@ class ArrayRoutines:
         scratch *= hyper.step_size
         weight -= scratch
 
+    # ---- the same for every parameter of a step (one call per device) -----------------------
+    def sgd_steps(self, updates, lr, weight_decay):
+        """:meth:`sgd_step` for each ``(weight, gradient)`` in ``updates``."""
+        for weight, gradient in updates:
+            self.sgd_step(weight, gradient, lr, weight_decay)
+
+    def momentum_steps(self, updates, momentum, step, weight_decay):
+        """:meth:`momentum_step` for each ``(weight, velocity, gradient)`` in ``updates``."""
+        for weight, velocity, gradient in updates:
+            self.momentum_step(weight, velocity, gradient, momentum, step, weight_decay)
+
+    def adam_steps(self, updates, hyper):
+        """:meth:`adam_step` for each ``(weight, first, second, gradient)`` in ``updates``."""
+        for weight, first, second, gradient in updates:
+            self.adam_step(weight, first, second, gradient, hyper)
+
     # ---- op pieces (new arrays) -----------------------------------------------------------
     def relu_backward(self, out_grad, out):
         """``out_grad`` where ``out > 0``, else 0."""

@@ -3,7 +3,8 @@
 At training sizes a GPU step is bound by kernel launches, not arithmetic: the array-module
 versions in :mod:`.fused` cost 4 launches per parameter for a momentum step, 11 for Adam and
 about 12 for softmax cross-entropy. Here each routine is one launch (the loss two: the rows,
-then their mean). Kernels compile on first use and CuPy caches them on disk.
+then their mean), and an optimizer step updates up to SLOTS parameters in one launch. Kernels
+compile on first use and CuPy caches them on disk.
 
 A kernel takes float32 or float64 arrays whose dtypes all match (labels: any integer type);
 anything else (mixed dtypes, float16) goes to the array-module versions, which give the same
@@ -11,76 +12,10 @@ values.
 """
 import numpy
 
+from .cuda_kernels import KERNELS, SLOTS
 from .fused import ArrayRoutines
 
 _FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
-
-# Each kernel as CuPy's ElementwiseKernel takes it: (in_params, out_params, operation, name).
-SGD_STEP = (
-    "T gradient, T lr, T weight_decay", "T weight",
-    "weight -= lr * (gradient + weight_decay * weight)",
-    "needle_sgd_step",
-)
-MOMENTUM_STEP = (
-    "T gradient, T momentum, T step, T weight_decay", "T velocity, T weight",
-    "velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity",
-    "needle_momentum_step",
-)
-ADAM_STEP = (
-    "T gradient, T beta1, T beta2, T eps, T weight_decay, T step_size, T inverse_sqrt_c2",
-    "T first, T second, T weight",
-    """
-    T g = gradient + weight_decay * weight;
-    first = beta1 * first + (1 - beta1) * g;
-    second = beta2 * second + (1 - beta2) * (g * g);
-    weight -= step_size * first / (sqrt(second) * inverse_sqrt_c2 + eps);
-    """,
-    "needle_adam_step",
-)
-RELU_BACKWARD = (
-    "T out_grad, T out", "T in_grad",
-    "in_grad = out > (T)0 ? out_grad : (T)0",
-    "needle_relu_backward",
-)
-# NOTE: one thread per row, which suits the few classes of a classifier (10 for MNIST). A label
-# outside [0, classes) makes that row's loss NaN and its gradient row plain softmax: the loss
-# then shows the error without the device sync a range check would cost every step.
-SOFTMAX_CROSS_ENTROPY_ROWS = (
-    "raw T logits, raw I labels, int32 classes", "raw T exp_shifted, T totals, T row_losses",
-    """
-    const long long start = i * classes;
-    T largest = logits[start];
-    for (int c = 1; c < classes; ++c) largest = logits[start + c] > largest ? logits[start + c] : largest;
-    T total = 0;
-    for (int c = 0; c < classes; ++c) {
-        T e = exp(logits[start + c] - largest);
-        exp_shifted[start + c] = e;
-        total += e;
-    }
-    totals = total;
-    long long label = (long long)labels[i];
-    row_losses = (label >= 0 && label < classes) ? log(total) - (logits[start + label] - largest) : (T)nan("");
-    """,
-    "needle_softmax_cross_entropy_rows",
-)
-SOFTMAX_CROSS_ENTROPY_GRADIENT = (
-    "raw T totals, raw I labels, raw T out_grad, int32 classes, T inverse_batch", "T exp_shifted",
-    """
-    long long row = i / classes;
-    T scale = out_grad[0] * inverse_batch;
-    long long label = (long long)labels[row];
-    exp_shifted = exp_shifted * (scale / totals[row]) - ((long long)(i % classes) == label ? scale : (T)0);
-    """,
-    "needle_softmax_cross_entropy_gradient",
-)
-KERNELS = {
-    "_sgd": SGD_STEP,
-    "_momentum": MOMENTUM_STEP,
-    "_adam": ADAM_STEP,
-    "_relu_backward": RELU_BACKWARD,
-    "_softmax_cross_entropy_rows": SOFTMAX_CROSS_ENTROPY_ROWS,
-    "_softmax_cross_entropy_gradient": SOFTMAX_CROSS_ENTROPY_GRADIENT,
-}
 
 
 class CupyKernels(ArrayRoutines):
@@ -94,6 +29,7 @@ class CupyKernels(ArrayRoutines):
         super().__init__(cupy)
         for attribute, spec in KERNELS.items():
             setattr(self, attribute, cupy.ElementwiseKernel(*spec))
+        self._dummies = {}  # (dtype, argument position) -> arrays for unused multi-tensor slots
 
     def sgd_step(self, weight, gradient, lr, weight_decay):
         if not _same_float_dtype(weight, gradient):
@@ -115,6 +51,56 @@ class CupyKernels(ArrayRoutines):
             gradient, scalar(hyper.beta1), scalar(hyper.beta2), scalar(hyper.eps), scalar(hyper.weight_decay),
             scalar(hyper.step_size), scalar(hyper.inverse_sqrt_c2), first, second, weight,
         )
+
+    def sgd_steps(self, updates, lr, weight_decay):
+        rest = self._in_slots(self._sgd_steps, updates, (lr, weight_decay))
+        super().sgd_steps(rest, lr, weight_decay)
+
+    def momentum_steps(self, updates, momentum, step, weight_decay):
+        rest = self._in_slots(self._momentum_steps, updates, (momentum, step, weight_decay))
+        super().momentum_steps(rest, momentum, step, weight_decay)
+
+    def adam_steps(self, updates, hyper):
+        scalars = (hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay, hyper.step_size, hyper.inverse_sqrt_c2)
+        rest = self._in_slots(self._adam_steps, updates, scalars)
+        super().adam_steps(rest, hyper)
+
+    def _in_slots(self, kernel, updates, scalars):
+        """Run a multi-tensor ``kernel`` over ``updates``, SLOTS parameters a launch.
+
+        Each update is ``(weight, state..., gradient)``, as the ``*_steps`` methods take them;
+        the kernel's arrays are the gradients, then each state, then the weights, slot by slot.
+        Returns the updates it cannot take (arrays not all of one float dtype).
+        """
+        by_dtype, rest = {}, []
+        for update in updates:
+            if _same_float_dtype(*update):
+                by_dtype.setdefault(update[0].dtype, []).append(update)
+            else:
+                rest.append(update)
+        for dtype, group in by_dtype.items():
+            typed_scalars = [dtype.type(value) for value in scalars]
+            for start in range(0, len(group), SLOTS):
+                chunk = group[start : start + SLOTS]
+                sizes = [numpy.int64(update[0].size) for update in chunk]
+                sizes += [numpy.int64(0)] * (SLOTS - len(chunk))
+                roles = [(update[-1], *update[1:-1], update[0]) for update in chunk]
+                arrays = []
+                for position in range(len(roles[0])):
+                    arrays += [role[position] for role in roles]
+                    arrays += self._unused_slots(dtype, position, SLOTS - len(chunk))
+                total = int(sum(sizes))
+                if total:
+                    kernel(*typed_scalars, *sizes, *arrays, size=total)
+        return rest
+
+    def _unused_slots(self, dtype, position, count):
+        """Distinct one-element arrays for the empty slots (never read: their size is 0)."""
+        key = (dtype, position)
+        dummies = self._dummies.get(key)
+        if dummies is None:
+            dummies = self._dummies[key] = [self.xp.zeros(1, dtype=dtype) for _ in range(SLOTS)]
+        return dummies[:count]
 
     def relu_backward(self, out_grad, out):
         if not _same_float_dtype(out_grad, out):

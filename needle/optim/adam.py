@@ -66,9 +66,12 @@ class Adam(Optimizer):
             inverse_sqrt_c2=1 / math.sqrt(1 - beta2**self.t),
         )
         firsts, seconds = self.m, self.v
+        updates = {}  # fused routines of a device -> that device's updates
         for param, weight, gradient, fused in self._gradients():
             first = firsts.get(param)
             if first is None:
                 first = firsts[param] = fused.xp.zeros_like(weight)
                 seconds[param] = fused.xp.zeros_like(weight)
-            fused.adam_step(weight, first, seconds[param], gradient, hyper)
+            updates.setdefault(fused, []).append((weight, first, seconds[param], gradient))
+        for fused, device_updates in updates.items():
+            fused.adam_steps(device_updates, hyper)

@@ -4,7 +4,8 @@
 one turns the kernel's operation into a C++ loop over the elements, compiles it with the
 system's ``g++`` and runs it on numpy arrays, binding arguments the way CuPy does (inputs,
 then outputs; a non-raw parameter given a scalar is passed by value; ``raw`` parameters are
-whole arrays indexed by position; ``i`` is the element index; each type placeholder is a
+whole arrays indexed by position; ``size=`` sets the loop's length when every array is raw;
+``i`` is the element index; each type placeholder is a
 ``typedef`` of the dtype it binds to). ``CupyKernels(host_cupy())`` then runs needle's kernel
 code, and the glue that calls it, with numpy arrays.
 
@@ -63,14 +64,21 @@ class HostElementwiseKernel:
         self.operation = operation
         self.name = name
 
-    def __call__(self, *args):
+    def __call__(self, *args, size=None):
         params = self.params
         inputs = [p for p in params if not p.is_output]
         if len(args) not in (len(inputs), len(params)):
             raise TypeError(f"{self.name}: takes {len(inputs)} or {len(params)} arguments, got {len(args)}")
         bindings = self._bind(args)
         arrays = [a for p, a in zip(params, args) if not p.raw and isinstance(a, np.ndarray) and a.ndim > 0]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
+        if size is not None:
+            if arrays:
+                raise ValueError(f"{self.name}: size= is for kernels whose arrays are all raw")
+            shape = (size,)
+        elif arrays:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        else:
+            raise ValueError(f"{self.name}: every array is raw, so the call needs size=")
         args = list(args)
         for p in params[len(args):]:  # outputs CuPy would allocate
             args.append(np.empty(shape, dtype=p.dtype(bindings)))

@@ -15,6 +15,7 @@ import needle as ndl
 
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed (pip install -e '.[kernel-check]')")
 
+from needle.backend_ndarray.cuda_kernels import KERNELS, SLOTS  # noqa: E402
 from needle.backend_ndarray.fused_cupy import CupyKernels  # noqa: E402
 
 ARCH = "90"
@@ -80,6 +81,7 @@ def has_symbol(cubin, name):
     return b"\0" + name.encode() + b"\0" in cubin
 
 
+SIZES = tuple(f"size{j}" for j in range(SLOTS))
 # Each kernel and the parameters it is passed as scalars.
 ELEMENTWISE = {
     "_sgd": ("lr", "weight_decay"),
@@ -88,6 +90,9 @@ ELEMENTWISE = {
     "_relu_backward": (),
     "_softmax_cross_entropy_rows": ("classes",),
     "_softmax_cross_entropy_gradient": ("classes", "inverse_batch"),
+    "_sgd_steps": ("lr", "weight_decay", *SIZES),
+    "_momentum_steps": ("momentum", "step", "weight_decay", *SIZES),
+    "_adam_steps": ("beta1", "beta2", "eps", "weight_decay", "step_size", "inverse_sqrt_c2", *SIZES),
 }
 LABEL_TYPES = [np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.uint8)]
 
@@ -107,6 +112,10 @@ def test_elementwise_kernel_compiles(kernels, compile_source, attribute, types):
     kernel = getattr(kernels, attribute)
     cubin = compile_source(elementwise_source(kernel, types, ELEMENTWISE[attribute]))
     assert has_symbol(cubin, kernel.name)
+
+
+def test_every_kernel_is_checked():
+    assert set(ELEMENTWISE) == set(KERNELS)
 
 
 def test_the_check_catches_a_broken_kernel(compile_source):

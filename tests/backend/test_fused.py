@@ -237,3 +237,40 @@ def test_softmax_cross_entropy_takes_strided_labels(device):
     np.testing.assert_allclose(host(loss), expected_loss, rtol=1e-5)
     gradient = device.fused.softmax_cross_entropy_gradient(saved, on(device, np.float32(1.0)))
     np.testing.assert_allclose(host(gradient), expected_gradient, rtol=1e-5, atol=1e-7)
+
+
+MANY_SHAPES = [(3, 4), (5,), (1, 4), (2, 3, 2), (7,), (1,), (4, 4), (6, 1), (2, 5), (3,), (8,)]  # more than 8 slots
+
+
+@pytest.mark.parametrize("routine", ["sgd", "momentum", "adam"])
+def test_updates_of_many_parameters_at_once_match_one_by_one(device, routine):
+    """The *_steps methods (multi-tensor kernels on CUDA) against the single-parameter formulas."""
+    rng = np.random.default_rng(11)
+    arrays = [
+        [rng.standard_normal(shape).astype(np.float32) for shape in MANY_SHAPES]
+        for _ in range(4)  # weights, first state, second state, gradients
+    ]
+    arrays[2] = [np.abs(a) for a in arrays[2]]
+    arrays[3][4] = arrays[3][4].astype(np.float64)  # one float64 gradient: not kernel-shaped
+    hyper = AdamScalars(0.9, 0.999, 1e-8, 0.01, step_size=0.01, inverse_sqrt_c2=1.5)
+    on_device = [[on(device, a) for a in group] for group in arrays]
+    weights, firsts, seconds, gradients = on_device
+    if routine == "sgd":
+        device.fused.sgd_steps(list(zip(weights, gradients)), 0.1, 0.01)
+    elif routine == "momentum":
+        device.fused.momentum_steps(list(zip(weights, firsts, gradients)), 0.9, 0.01, 0.01)
+    else:
+        device.fused.adam_steps(list(zip(weights, firsts, seconds, gradients)), hyper)
+    reference = ndl.cpu().fused
+    expected = [[a.copy() for a in group] for group in arrays]
+    for w, m, v, g in zip(*expected):
+        if routine == "sgd":
+            reference.sgd_step(w, g, 0.1, 0.01)
+        elif routine == "momentum":
+            reference.momentum_step(w, m, g, 0.9, 0.01, 0.01)
+        else:
+            reference.adam_step(w, m, v, g, hyper)
+    for got_group, want_group in zip(on_device[:3], expected[:3]):
+        for got, want in zip(got_group, want_group):
+            np.testing.assert_allclose(host(got), want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(host(weights[0]), arrays[0][0])

@@ -1,0 +1,118 @@
+"""needle's CUDA kernels, as CuPy's ElementwiseKernel takes them: (in_params, out_params,
+operation, name).
+
+Each is a plain tuple, so that tests can compile them (NVRTC) or run their operations on the
+host (g++) without a GPU; :class:`~needle.backend_ndarray.fused_cupy.CupyKernels` builds them.
+"""
+
+SGD_STEP = (
+    "T gradient, T lr, T weight_decay", "T weight",
+    "weight -= lr * (gradient + weight_decay * weight)",
+    "needle_sgd_step",
+)
+MOMENTUM_STEP = (
+    "T gradient, T momentum, T step, T weight_decay", "T velocity, T weight",
+    "velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity",
+    "needle_momentum_step",
+)
+ADAM_STEP = (
+    "T gradient, T beta1, T beta2, T eps, T weight_decay, T step_size, T inverse_sqrt_c2",
+    "T first, T second, T weight",
+    """
+    T g = gradient + weight_decay * weight;
+    first = beta1 * first + (1 - beta1) * g;
+    second = beta2 * second + (1 - beta2) * (g * g);
+    weight -= step_size * first / (sqrt(second) * inverse_sqrt_c2 + eps);
+    """,
+    "needle_adam_step",
+)
+RELU_BACKWARD = (
+    "T out_grad, T out", "T in_grad",
+    "in_grad = out > (T)0 ? out_grad : (T)0",
+    "needle_relu_backward",
+)
+# NOTE: one thread per row, which suits the few classes of a classifier (10 for MNIST). A label
+# outside [0, classes) makes that row's loss NaN and its gradient row plain softmax: the loss
+# then shows the error without the device sync a range check would cost every step.
+SOFTMAX_CROSS_ENTROPY_ROWS = (
+    "raw T logits, raw I labels, int32 classes", "raw T exp_shifted, T totals, T row_losses",
+    """
+    const long long start = i * classes;
+    T largest = logits[start];
+    for (int c = 1; c < classes; ++c) largest = logits[start + c] > largest ? logits[start + c] : largest;
+    T total = 0;
+    for (int c = 0; c < classes; ++c) {
+        T e = exp(logits[start + c] - largest);
+        exp_shifted[start + c] = e;
+        total += e;
+    }
+    totals = total;
+    long long label = (long long)labels[i];
+    row_losses = (label >= 0 && label < classes) ? log(total) - (logits[start + label] - largest) : (T)nan("");
+    """,
+    "needle_softmax_cross_entropy_rows",
+)
+SOFTMAX_CROSS_ENTROPY_GRADIENT = (
+    "raw T totals, raw I labels, raw T out_grad, int32 classes, T inverse_batch", "T exp_shifted",
+    """
+    long long row = i / classes;
+    T scale = out_grad[0] * inverse_batch;
+    long long label = (long long)labels[row];
+    exp_shifted = exp_shifted * (scale / totals[row]) - ((long long)(i % classes) == label ? scale : (T)0);
+    """,
+    "needle_softmax_cross_entropy_gradient",
+)
+# NOTE: the multi-tensor updates take up to SLOTS parameters in one launch, one thread per
+# element of all of them together; slot j's thread subtracts the sizes before it to find its
+# element. Unused slots have size 0 and are never read.
+SLOTS = 8
+
+
+def multi_tensor(name, scalars, inputs, outputs, update):
+    """An ElementwiseKernel spec applying ``update`` to the elements of up to SLOTS parameters.
+
+    ``update`` is C code for element ``k`` of one slot; ``{name}`` in it stands for that slot's
+    array called ``name`` (one of ``inputs``/``outputs``). Arguments: the scalars, the SLOTS
+    sizes, then each input and each output array for every slot; call it with ``size=`` the total.
+    """
+    in_params = [f"T {scalar}" for scalar in scalars] + [f"int64 size{j}" for j in range(SLOTS)]
+    in_params += [f"raw T {array}{j}" for array in inputs for j in range(SLOTS)]
+    out_params = [f"raw T {array}{j}" for array in outputs for j in range(SLOTS)]
+    branches = []
+    for j in range(SLOTS):
+        test = "k < size0" if j == 0 else f"(k -= size{j - 1}) < size{j}"
+        body = update.format(**{array: f"{array}{j}" for array in inputs + outputs})
+        branches.append(f"if ({test}) {{ {body} }}")
+    operation = "long long k = i;\n" + "\nelse ".join(branches)
+    return ", ".join(in_params), ", ".join(out_params), operation, name
+
+
+SGD_STEPS = multi_tensor(
+    "needle_sgd_steps", ("lr", "weight_decay"), ("gradient",), ("weight",),
+    "{weight}[k] -= lr * ({gradient}[k] + weight_decay * {weight}[k]);",
+)
+MOMENTUM_STEPS = multi_tensor(
+    "needle_momentum_steps", ("momentum", "step", "weight_decay"), ("gradient",), ("velocity", "weight"),
+    "T v = momentum * {velocity}[k] + {gradient}[k] + weight_decay * {weight}[k]; "
+    "{velocity}[k] = v; {weight}[k] -= step * v;",
+)
+ADAM_STEPS = multi_tensor(
+    "needle_adam_steps",
+    ("beta1", "beta2", "eps", "weight_decay", "step_size", "inverse_sqrt_c2"),
+    ("gradient",),
+    ("first", "second", "weight"),
+    "T g = {gradient}[k] + weight_decay * {weight}[k]; "
+    "T m = beta1 * {first}[k] + (1 - beta1) * g; T s = beta2 * {second}[k] + (1 - beta2) * (g * g); "
+    "{first}[k] = m; {second}[k] = s; {weight}[k] -= step_size * m / (sqrt(s) * inverse_sqrt_c2 + eps);",
+)
+KERNELS = {
+    "_sgd": SGD_STEP,
+    "_momentum": MOMENTUM_STEP,
+    "_adam": ADAM_STEP,
+    "_relu_backward": RELU_BACKWARD,
+    "_softmax_cross_entropy_rows": SOFTMAX_CROSS_ENTROPY_ROWS,
+    "_softmax_cross_entropy_gradient": SOFTMAX_CROSS_ENTROPY_GRADIENT,
+    "_sgd_steps": SGD_STEPS,
+    "_momentum_steps": MOMENTUM_STEPS,
+    "_adam_steps": ADAM_STEPS,
+}
