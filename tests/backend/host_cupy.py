@@ -12,6 +12,7 @@ code, and the glue that calls it, with numpy arrays.
 It checks what a kernel computes, not how CuPy launches it: our kernels are one independent
 thread per element or row, so a sequential loop gives what the GPU gives.
 """
+import atexit
 import ctypes
 import hashlib
 import os
@@ -141,9 +142,14 @@ class HostElementwiseKernel:
         return "\n".join(lines)
 
 
+_build_directory = []  # made on first use, removed when the process exits
+
+
 def _compile(source, key):
-    directory = tempfile.mkdtemp(prefix="needle_host_kernel_")
-    path = os.path.join(directory, key)
+    if not _build_directory:
+        _build_directory.append(tempfile.mkdtemp(prefix="needle_host_kernels_"))
+        atexit.register(shutil.rmtree, _build_directory[0], ignore_errors=True)
+    path = os.path.join(_build_directory[0], key)
     with open(path + ".cpp", "w") as file:
         file.write(source)
     result = subprocess.run(
