@@ -10,7 +10,7 @@ import numpy as np
 
 from floor_kernels import CupyStages, NumpyStages
 from timing import HostPeakMemory, no_synchronize
-from workload import EVAL_BATCH_SIZE
+from workload import EVAL_BATCH_SIZE, ShuffledIndexBatches
 
 
 class _StepBuffers:
@@ -23,7 +23,7 @@ class _StepBuffers:
         self.rows = xp.arange(batch_size)
 
 
-class FloorMLP:
+class FloorMLP(ShuffledIndexBatches):
     """784 -> H -> 10 ReLU MLP, softmax cross-entropy, SGD with the course's momentum rule."""
 
     key = "numpy"
@@ -111,19 +111,6 @@ class FloorMLP:
     def _epoch_order(self):
         order = np.random.permutation(self.train_images.shape[0])
         return self.xp.asarray(order)
-
-    def train_epoch(self):
-        order = self._epoch_order()
-        batch_size = self.workload.batch_size
-        for start in range(0, order.shape[0], batch_size):
-            self._step(order[start : start + batch_size])
-
-    def train_steps(self, steps):
-        """A few steps, for warm-up."""
-        order = self._epoch_order()
-        batch_size = self.workload.batch_size
-        for step in range(steps):
-            self._step(order[step * batch_size : (step + 1) * batch_size])
 
     def evaluate(self):
         """Test accuracy in [0, 1]."""

@@ -7,7 +7,7 @@ course's rule ``u = momentum * u + (1 - momentum) * grad`` from u = 0.
 import numpy as np
 
 from timing import HostPeakMemory, TorchCudaPeakMemory, no_synchronize
-from workload import EVAL_BATCH_SIZE
+from workload import EVAL_BATCH_SIZE, ShuffledIndexBatches
 
 
 def torch_available():
@@ -19,7 +19,7 @@ def torch_available():
     return True, torch.__version__
 
 
-class TorchMLP:
+class TorchMLP(ShuffledIndexBatches):
     """784 -> H -> 10 ReLU MLP as four leaf tensors, ``F.cross_entropy`` and a hand-written update."""
 
     key = "torch"
@@ -72,19 +72,6 @@ class TorchMLP:
     def _epoch_order(self):
         order = np.random.permutation(self.train_images.shape[0])
         return self.torch.from_numpy(order).to(self.device)
-
-    def train_epoch(self):
-        order = self._epoch_order()
-        batch_size = self.workload.batch_size
-        for start in range(0, order.shape[0], batch_size):
-            self._step(order[start : start + batch_size])
-
-    def train_steps(self, steps):
-        """A few steps, for warm-up."""
-        order = self._epoch_order()
-        batch_size = self.workload.batch_size
-        for step in range(steps):
-            self._step(order[step * batch_size : (step + 1) * batch_size])
 
     def evaluate(self):
         """Test accuracy in [0, 1]."""

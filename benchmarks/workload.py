@@ -97,3 +97,24 @@ def load_mnist():
     train = (np.ascontiguousarray(train[0], dtype=np.float32), np.asarray(train[1]))
     test = (np.ascontiguousarray(test[0], dtype=np.float32), np.asarray(test[1]))
     return train, test, loader_name
+
+
+class ShuffledIndexBatches:
+    """Training loops for an implementation that steps on batches of shuffled row indices.
+
+    The class defines ``_epoch_order()`` (a permutation of the training rows, on its device),
+    ``_step(indices)`` and ``workload``.
+    """
+
+    def train_epoch(self):
+        order = self._epoch_order()
+        batch_size = self.workload.batch_size
+        for start in range(0, order.shape[0], batch_size):
+            self._step(order[start : start + batch_size])
+
+    def train_steps(self, steps):
+        """A few steps, for warm-up."""
+        order = self._epoch_order()
+        batch_size = self.workload.batch_size
+        for step in range(steps):
+            self._step(order[step * batch_size : (step + 1) * batch_size])
