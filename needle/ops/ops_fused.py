@@ -101,13 +101,9 @@ class SoftmaxCrossEntropy(TensorOp):
         return SoftmaxCrossEntropyGradient(saved)(logits, labels, out_grad), None
 
     def gradient_data(self, out_grad, node):
-        saved = getattr(self, "_saved", None)
-        if saved is None:
-            self.compute(*(x.realize_cached_data() for x in node.inputs))
-            saved = self._saved
-        self._saved = None
-        device = out_grad.device
-        return NDArray.make(device.fused.softmax_cross_entropy_gradient(saved, out_grad.raw), device), None
+        saved, self._saved = getattr(self, "_saved", None), None
+        logits, labels = node.inputs
+        return _cross_entropy_gradient(saved, logits.realize_cached_data(), labels.realize_cached_data(), out_grad), None
 
 
 class SoftmaxCrossEntropyGradient(TensorOp):
@@ -122,10 +118,7 @@ class SoftmaxCrossEntropyGradient(TensorOp):
 
     def compute(self, logits: NDArray, labels: NDArray, out_grad: NDArray):
         saved, self._saved = self._saved, None
-        device = logits.device
-        if saved is None:
-            _, saved = device.fused.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
-        return NDArray.make(device.fused.softmax_cross_entropy_gradient(saved, out_grad.raw), device)
+        return _cross_entropy_gradient(saved, logits, labels, out_grad)
 
     def gradient(self, adjoint, node):
         # NOTE: with p = softmax(z) and s = out_grad / batch, d(s (p_ij - y_ij)) / dz_il =
@@ -139,6 +132,14 @@ class SoftmaxCrossEntropyGradient(TensorOp):
         one_hot = _one_hot_tensor(labels, classes, logits)
         grad_out_grad = reshape(summation(adjoint * (softmax - one_hot)) / batch, out_grad.shape)
         return grad_logits, None, grad_out_grad
+
+
+def _cross_entropy_gradient(saved, logits: NDArray, labels: NDArray, out_grad: NDArray):
+    """The gradient array from what the forward ``saved`` (used up in place), or from scratch."""
+    fused = logits.device.fused
+    if saved is None:
+        _, saved = fused.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
+    return NDArray.make(fused.softmax_cross_entropy_gradient(saved, out_grad.raw), logits.device)
 
 
 def _label_ids(labels: NDArray, classes):
