@@ -25,7 +25,7 @@ def _to_array(array, device, dtype):
             # NOTE: a Tensor owns its data, as in the course and torch.tensor: optimizers update
             # parameters in place, which must never write into the caller's array. Wrap an
             # NDArray (ndl.Tensor(ndl.NDArray(a))) to share memory on purpose.
-            data = NDArray.make(data.raw.copy(), data.device)
+            data = NDArray.wrap(data.raw.copy(), data.device)
         return data
     if isinstance(array, (str, bytes, dict, set)) or array is None:
         raise TypeError(
@@ -41,7 +41,7 @@ def _to_array(array, device, dtype):
         ) from error
     if raw.dtype.kind not in "biuf":
         raise TypeError(f"Tensor needs numbers: got elements of dtype {raw.dtype} from {str(array)[:80]}")
-    return NDArray.make(raw, device)
+    return NDArray.wrap(raw, device)
 
 
 def _device_of(array):
@@ -199,7 +199,7 @@ class Tensor(Value):
                     f"backward() without out_grad needs a one-element tensor, got shape {data.shape}: "
                     "reduce it first (e.g. loss.sum().backward()) or pass out_grad of the same shape"
                 )
-            out_grad_data = NDArray.make(data.device.xp.ones(data.shape, dtype=data.dtype), data.device)
+            out_grad_data = NDArray.wrap(data.device.xp.ones(data.shape, dtype=data.dtype), data.device)
         else:
             out_grad_data = out_grad.realize_cached_data() if isinstance(out_grad, Value) else NDArray(
                 out_grad, device=data.device, dtype=data.dtype

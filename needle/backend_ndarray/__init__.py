@@ -1,6 +1,8 @@
 """needle's device-abstracted array: one NDArray interface over numpy (CPU) and CuPy (CUDA)."""
-from .device import Device, all_devices, cpu, cpu_numpy, cuda, default_device, resolve_dtype
+from .device import Device, all_devices, cpu, cuda, default_device, device_of, resolve_dtype
 from .ndarray import NDArray
+from .course_api import BackendDevice, cpu_numpy
+from .handles import Handle
 from .functions import (
     array,
     astype,
@@ -18,8 +20,8 @@ from .functions import (
     stack,
     sum,
     tanh,
+    transpose,
     where,
     zeros,
 )
-
-BackendDevice = Device
+from . import ndarray_backend_numpy

@@ -25,7 +25,7 @@ class Device:
         dtype('float32')
     """
 
-    __slots__ = ("name", "_xp", "_array_type", "_unavailable_reason", "_fused")
+    __slots__ = ("name", "_xp", "_array_type", "_unavailable_reason", "_fused", "_handle_functions")
 
     def __init__(self, name, xp=None, unavailable_reason=None):
         self.name = name
@@ -33,6 +33,7 @@ class Device:
         self._array_type = xp.ndarray if xp is not None else None
         self._unavailable_reason = unavailable_reason
         self._fused = None
+        self._handle_functions = None
 
     def enabled(self):
         """True when arrays can be made on this device (CuPy and a GPU are present)."""
@@ -65,6 +66,27 @@ class Device:
 
                 self._fused = CupyKernels(xp)
         return self._fused
+
+    @property
+    def mod(self):
+        """The course's device module: functions over flat handles (``ewise_add``, ``matmul_tiled``...).
+
+        The device answers their names itself, as the course's ``BackendDevice`` does:
+        ``device.ewise_add(a._handle, b._handle, out._handle)``, ``device.__tile_size__``,
+        ``device.Array(size)``. See :mod:`needle.backend_ndarray.handles`.
+        """
+        if self._handle_functions is None:
+            from .handles import HandleFunctions
+
+            self._handle_functions = HandleFunctions(self.xp, "numpy" if self.name == "cpu" else self.name)
+        return self._handle_functions
+
+    def __getattr__(self, name):
+        from .handles import NAMES
+
+        if name in NAMES:
+            return getattr(self.mod, name)
+        raise AttributeError(f"device {self.name}() has no attribute {name!r}")
 
     def __repr__(self):
         return f"{self.name}()"
@@ -127,6 +149,27 @@ class Device:
         return out
 
 
+def device_of(obj) -> Device:
+    """The needle Device holding ``obj``: its ``.device`` when that is a needle Device, else the
+    device of a foreign array (``cuda()`` for CuPy arrays, ``cpu()`` for anything else).
+
+    Only needle Devices count: numpy 2 arrays carry the array-API string ``.device == "cpu"`` and
+    CuPy arrays a ``cupy.cuda.Device``; both are host or device data, never a needle Device.
+
+    Example:
+        >>> import numpy, needle as ndl
+        >>> from needle.backend_ndarray import device_of
+        >>> device_of(numpy.zeros(2)) is ndl.cpu(), device_of(ndl.Tensor([1.0])) is ndl.cpu()
+        (True, True)
+    """
+    device = getattr(obj, "device", None)
+    if isinstance(device, Device):
+        return device
+    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, numpy.ndarray):
+        return cuda()
+    return cpu()
+
+
 def _shape_of(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
@@ -172,11 +215,6 @@ _CUDA = None
 
 def cpu():
     """The CPU device (numpy arrays)."""
-    return _CPU
-
-
-def cpu_numpy():
-    """The CPU device; the course's name for the numpy-backed device."""
     return _CPU
 
 

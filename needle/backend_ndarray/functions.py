@@ -1,21 +1,31 @@
 """Module-level array functions, the course's ``array_api``: each takes and returns NDArrays."""
-from .device import default_device, resolve_dtype
+from .device import default_device, device_of, resolve_dtype
 from .ndarray import NDArray, _wrap
 
 
 def array(a, dtype="float32", device=None):
-    """An NDArray holding ``a`` on ``device`` (default: CPU), as ``dtype``."""
-    return NDArray(a, device=device or getattr(a, "device", None) or default_device(), dtype=dtype)
+    """An NDArray holding ``a`` on ``device`` (default: where ``a`` is, else the CPU), as ``dtype``.
+
+    ``dtype=None`` keeps the dtype of an array ``a``. A numpy 2 array's ``.device`` (the string
+    ``"cpu"``) is not a needle device: it is host data, placed on ``device``.
+
+    Example:
+        >>> import numpy as np
+        >>> from needle import backend_ndarray as nd
+        >>> nd.array(np.arange(3)).dtype, nd.array(np.arange(3), dtype=None).dtype
+        (dtype('float32'), dtype('int64'))
+    """
+    return NDArray(a, device=device or device_of(a), dtype=dtype)
 
 
 def empty(shape, dtype="float32", device=None):
     device = device or default_device()
-    return NDArray.make(device.empty(shape, dtype), device)
+    return NDArray.wrap(device.empty(shape, dtype), device)
 
 
 def full(shape, fill_value, dtype="float32", device=None):
     device = device or default_device()
-    return NDArray.make(device.full(shape, fill_value, dtype), device)
+    return NDArray.wrap(device.full(shape, fill_value, dtype), device)
 
 
 def zeros(shape, dtype="float32", device=None):
@@ -65,13 +75,18 @@ def flip(a, axes):
 def stack(arrays, axis=0):
     """Join equally shaped arrays along a new axis."""
     device = arrays[0].device
-    return NDArray.make(device.xp.stack([a.raw for a in arrays], axis=axis), device)
+    return NDArray.wrap(device.xp.stack([a.raw for a in arrays], axis=axis), device)
 
 
 def split(a, axis=0):
     """The slices of ``a`` along ``axis``, that axis removed (views, no copies)."""
     xp = a.device.xp
-    return tuple(NDArray.make(piece, a.device) for piece in xp.moveaxis(a.raw, axis, 0))
+    return tuple(NDArray.wrap(piece, a.device) for piece in xp.moveaxis(a.raw, axis, 0))
+
+
+def transpose(a, axes):
+    """``a`` with its axes permuted to ``axes`` (a view)."""
+    return a.permute(axes)
 
 
 def astype(a, dtype):

@@ -1,14 +1,17 @@
 """NDArray: the course's array interface as a thin wrapper of one numpy or CuPy array.
 
 Every method is one call into the device's array module; no per-element Python and no copy that
-the operation itself does not need. Strides are reported in elements, as the course does.
+the operation itself does not need. Strides are reported in elements, as the course does. The
+course's internals (``_handle``, ``_offset``, ``make``, ``flat``, ``process_slice``) come from
+:mod:`needle.backend_ndarray.course_api`.
 """
 import numpy
 
-from .device import Device, cpu, resolve_dtype
+from .course_api import CourseArrayInterface
+from .device import Device, device_of, resolve_dtype
 
 
-class NDArray:
+class NDArray(CourseArrayInterface):
     """An n-dimensional array on a device.
 
     Args:
@@ -34,7 +37,7 @@ class NDArray:
             raw = other.raw if device is other.device else _move(other.raw, device)
         else:
             if device is None:
-                device = _device_of_raw(other)
+                device = device_of(other)
             raw = device.array(other, dtype=None)
         if dtype is not None:
             dtype = resolve_dtype(dtype)
@@ -44,8 +47,12 @@ class NDArray:
         self.device = device
 
     @classmethod
-    def make(cls, raw, device):
-        """Wrap ``raw`` (an array of ``device``'s module) without checks or copies."""
+    def wrap(cls, raw, device: Device) -> "NDArray":
+        """Wrap ``raw`` (an array of ``device``'s module) without checks or copies.
+
+        (The course's ``NDArray.wrap(shape, strides, device, handle, offset)`` is in
+        :mod:`needle.backend_ndarray.course_api`.)
+        """
         array = cls.__new__(cls)
         array.raw = raw
         array.device = device
@@ -101,7 +108,7 @@ class NDArray:
 
     def to(self, device):
         """This array on ``device`` (itself when already there)."""
-        return self if device is self.device else NDArray.make(_move(self.raw, device), device)
+        return self if device is self.device else NDArray.wrap(_move(self.raw, device), device)
 
     def astype(self, dtype, copy=True):
         return _wrap(self.raw.astype(resolve_dtype(dtype), copy=copy), self.device)
@@ -120,14 +127,15 @@ class NDArray:
 
     # ---- memory layout --------------------------------------------------------------------
     def is_compact(self):
-        """True when the array is one C-contiguous block of memory."""
-        return self.raw.flags.c_contiguous
+        """True when the array is its whole buffer in row-major order, as the course defines it
+        (a contiguous slice of a larger buffer is not compact: its ``_handle`` holds more)."""
+        return self.raw.flags.c_contiguous and self.raw.size == self._handle.size
 
     def compact(self):
-        """A C-contiguous version (itself when it already is)."""
-        if self.raw.flags.c_contiguous:
+        """A compact version: itself when it already is, else a row-major copy in a buffer of its own."""
+        if self.is_compact():
             return self
-        return NDArray.make(self.device.xp.ascontiguousarray(self.raw), self.device)
+        return NDArray.wrap(self.device.xp.array(self.raw, order="C"), self.device)
 
     def as_strided(self, shape, strides):
         """A view with the given shape and strides (in elements)."""
@@ -138,23 +146,23 @@ class NDArray:
             view = numpy.lib.stride_tricks.as_strided(self.raw, shape=shape, strides=byte_strides)
         else:
             view = xp.lib.stride_tricks.as_strided(self.raw, shape=shape, strides=byte_strides)
-        return NDArray.make(view, self.device)
+        return NDArray.wrap(view, self.device)
 
     def reshape(self, new_shape):
-        return NDArray.make(self.raw.reshape(new_shape), self.device)
+        return NDArray.wrap(self.raw.reshape(new_shape), self.device)
 
     def permute(self, new_axes):
-        return NDArray.make(self.raw.transpose(new_axes), self.device)
+        return NDArray.wrap(self.raw.transpose(new_axes), self.device)
 
     def broadcast_to(self, new_shape):
-        return NDArray.make(self.device.xp.broadcast_to(self.raw, new_shape), self.device)
+        return NDArray.wrap(self.device.xp.broadcast_to(self.raw, new_shape), self.device)
 
     def flip(self, axes):
-        return NDArray.make(self.device.xp.flip(self.raw, axes), self.device)
+        return NDArray.wrap(self.device.xp.flip(self.raw, axes), self.device)
 
     def pad(self, axes):
         """Zero padding: ``axes`` holds one ``(before, after)`` pair per dimension."""
-        return NDArray.make(self.device.xp.pad(self.raw, axes), self.device)
+        return NDArray.wrap(self.device.xp.pad(self.raw, axes), self.device)
 
     def fill(self, value):
         """Set every element to ``value``, in place."""
@@ -209,7 +217,7 @@ class NDArray:
         return _wrap(self._other(other) ** self.raw, self.device)
 
     def __neg__(self):
-        return NDArray.make(-self.raw, self.device)
+        return NDArray.wrap(-self.raw, self.device)
 
     def __matmul__(self, other):
         return _wrap(self.raw @ self._other(other), self.device)
@@ -241,19 +249,23 @@ class NDArray:
         return _wrap(self.device.xp.maximum(self.raw, self._other(other)), self.device)
 
     def log(self):
-        return NDArray.make(self.device.xp.log(self.raw), self.device)
+        return NDArray.wrap(self.device.xp.log(self.raw), self.device)
 
     def exp(self):
-        return NDArray.make(self.device.xp.exp(self.raw), self.device)
+        return NDArray.wrap(self.device.xp.exp(self.raw), self.device)
 
     def tanh(self):
-        return NDArray.make(self.device.xp.tanh(self.raw), self.device)
+        return NDArray.wrap(self.device.xp.tanh(self.raw), self.device)
 
     def abs(self):
-        return NDArray.make(self.device.xp.abs(self.raw), self.device)
+        return NDArray.wrap(self.device.xp.abs(self.raw), self.device)
 
     def sqrt(self):
-        return NDArray.make(self.device.xp.sqrt(self.raw), self.device)
+        return NDArray.wrap(self.device.xp.sqrt(self.raw), self.device)
+
+    def isfinite(self):
+        """True where the element is neither infinite nor nan."""
+        return NDArray.wrap(self.device.xp.isfinite(self.raw), self.device)
 
     # ---- reductions (a full reduction still returns an array, never a Python scalar) ------
     def sum(self, axis=None, keepdims=False):
@@ -273,7 +285,7 @@ def _wrap(raw, device):
     """Wrap an array-module result; numpy turns 0-d results into scalars, which are made arrays again."""
     if not isinstance(raw, device._array_type):
         raw = device.xp.asarray(raw)
-    return NDArray.make(raw, device)
+    return NDArray.wrap(raw, device)
 
 
 def _axis(axis):
@@ -286,14 +298,6 @@ def _raw_index(index):
     if isinstance(index, tuple):
         return tuple(i.raw if isinstance(i, NDArray) else i for i in index)
     return index
-
-
-def _device_of_raw(raw):
-    if isinstance(raw, numpy.ndarray) or not hasattr(raw, "__cuda_array_interface__"):
-        return cpu()
-    from .device import cuda
-
-    return cuda()
 
 
 def _move(raw, device: Device):

@@ -18,7 +18,7 @@ def _shape(shape):
 def _tensor(host_or_raw, device, dtype, requires_grad):
     device = device or default_device()
     raw = device.from_host(host_or_raw, dtype) if isinstance(host_or_raw, numpy.ndarray) else host_or_raw
-    return Tensor.make_const(NDArray.make(raw, device), requires_grad=requires_grad)
+    return Tensor.make_const(NDArray.wrap(raw, device), requires_grad=requires_grad)
 
 
 def rand(*shape, low=0.0, high=1.0, device=None, dtype="float32", requires_grad=False):

@@ -186,7 +186,7 @@ class Module:
         for tensor, host in updates:
             device, dtype = tensor.device, tensor.dtype
             raw = device.from_host(numpy.array(host, dtype=dtype, copy=True), dtype)
-            tensor.data = Tensor.make_const(NDArray.make(raw, device))
+            tensor.data = Tensor.make_const(NDArray.wrap(raw, device))
 
 
 def _to_host(value):

@@ -69,8 +69,8 @@ class BatchNorm1d(Module):
         device = mean.device
         new_mean = self.running_mean.realize_cached_data().raw * keep + mean.raw * momentum
         new_var = self.running_var.realize_cached_data().raw * keep + variance.raw * momentum
-        self.running_mean = Tensor.make_const(NDArray.make(new_mean, device))
-        self.running_var = Tensor.make_const(NDArray.make(new_var, device))
+        self.running_mean = Tensor.make_const(NDArray.wrap(new_mean, device))
+        self.running_var = Tensor.make_const(NDArray.wrap(new_var, device))
 
 
 class LayerNorm1d(Module):

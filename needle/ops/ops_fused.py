@@ -22,7 +22,7 @@ class LinearOp(TensorOp):
         out = x.raw @ weight.raw
         if bias is not None:
             out += bias.raw.reshape(-1)
-        return NDArray.make(out, x.device)
+        return NDArray.wrap(out, x.device)
 
     def gradient(self, out_grad, node):
         x, weight = node.inputs[0], node.inputs[1]
@@ -49,18 +49,16 @@ class LinearOp(TensorOp):
     def gradient_data(self, out_grad, node):
         inputs = node.inputs
         x, weight = inputs[0], inputs[1]
-        g = out_grad.raw
-        w = weight.cached_data.raw
-        device = out_grad.device
-        grad_x = NDArray.make(g @ w.T, device) if x.requires_grad else None
-        g_flat = g.reshape(-1, w.shape[1])
+        w = weight.cached_data
+        grad_x = out_grad @ w.permute((1, 0)) if x.requires_grad else None
+        g_flat = out_grad.reshape((-1, w.shape[1]))
         grad_weight = None
         if weight.requires_grad:
-            grad_weight = NDArray.make(x.cached_data.raw.reshape(-1, w.shape[0]).T @ g_flat, device)
+            grad_weight = x.cached_data.reshape((-1, w.shape[0])).permute((1, 0)) @ g_flat
         if len(inputs) == 2:
             return grad_x, grad_weight
         bias = inputs[2]
-        grad_bias = NDArray.make(g_flat.sum(axis=0).reshape(bias.cached_data.shape), device) if bias.requires_grad else None
+        grad_bias = g_flat.sum(axis=0).reshape(bias.cached_data.shape) if bias.requires_grad else None
         return grad_x, grad_weight, grad_bias
 
 
@@ -93,7 +91,7 @@ class SoftmaxCrossEntropy(TensorOp):
         # NOTE: saved (batch x classes, small) feeds the fast backward path; the first backward
         # turns it into the gradient in place, a later one recomputes it.
         self._saved = saved
-        return NDArray.make(loss, device)
+        return NDArray.wrap(loss, device)
 
     def gradient(self, out_grad, node):
         logits, labels = node.inputs
@@ -139,7 +137,7 @@ def _cross_entropy_gradient(saved, logits: NDArray, labels: NDArray, out_grad: N
     fused = logits.device.fused
     if saved is None:
         _, saved = fused.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
-    return NDArray.make(fused.softmax_cross_entropy_gradient(saved, out_grad.raw), logits.device)
+    return NDArray.wrap(fused.softmax_cross_entropy_gradient(saved, out_grad.raw), logits.device)
 
 
 def _label_ids(labels: NDArray, classes):

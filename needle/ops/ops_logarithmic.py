@@ -1,5 +1,6 @@
 """Log-domain reductions: LogSumExp and LogSoftmax, stable for inputs of any magnitude."""
 from ..autograd import TensorOp
+from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
 from ._shapes import normalize_axes
 from .ops_mathematic import exp
@@ -8,10 +9,9 @@ from .ops_shape import broadcast_to, reshape, summation
 
 def _stable_max(z: NDArray, axes):
     """The max over ``axes`` (kept as size-1 axes), with non-finite maxima replaced by 0."""
-    xp = z.device.xp
-    top = z.raw.max(axis=axes, keepdims=True)
+    top = z.max(axis=axes, keepdims=True)
     # NOTE: a row of all -inf (or +inf) would give inf - inf = nan; shifting by 0 avoids that.
-    return xp.where(xp.isfinite(top), top, 0).astype(z.dtype, copy=False)
+    return array_api.where(top.isfinite(), top, 0).astype(z.dtype, copy=False)
 
 
 class LogSumExp(TensorOp):
@@ -21,13 +21,11 @@ class LogSumExp(TensorOp):
         self.axes = axes
 
     def compute(self, z: NDArray):
-        xp = z.device.xp
         axes = normalize_axes(self.axes, z.ndim)
         top = _stable_max(z, axes)
-        total = xp.exp(z.raw - top).sum(axis=axes, keepdims=True)
-        result = xp.log(total) + top
-        result = result.reshape(_reduced_shape(z.shape, axes))
-        return NDArray.make(xp.asarray(result), z.device)
+        total = (z - top).exp().sum(axis=axes, keepdims=True)
+        result = total.log() + top
+        return result.reshape(_reduced_shape(z.shape, axes))
 
     def gradient(self, out_grad, node):
         z = node.inputs[0]
@@ -39,9 +37,8 @@ class LogSumExp(TensorOp):
     def gradient_data(self, out_grad, node):
         z = node.inputs[0].cached_data
         kept = _kept_shape(z.shape, normalize_axes(self.axes, z.ndim))
-        xp = z.device.xp
-        softmax = xp.exp(z.raw - node.cached_data.raw.reshape(kept))
-        return (NDArray.make(out_grad.raw.reshape(kept) * softmax, z.device),)
+        softmax = (z - node.cached_data.reshape(kept)).exp()
+        return (out_grad.reshape(kept) * softmax,)
 
 
 def logsumexp(a, axes=None):
@@ -55,10 +52,9 @@ class LogSoftmax(TensorOp):
         self.axis = axis
 
     def compute(self, z: NDArray):
-        xp = z.device.xp
         top = _stable_max(z, self.axis)
-        shifted = z.raw - top
-        return NDArray.make(shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True)), z.device)
+        shifted = z - top
+        return shifted - shifted.exp().sum(axis=self.axis, keepdims=True).log()
 
     def gradient(self, out_grad, node):
         z = node.inputs[0]

@@ -27,7 +27,7 @@ from .ops_shape import (  # noqa: F401
 
 
 def _make(raw, device):
-    return NDArray.make(raw, device)
+    return NDArray.wrap(raw, device)
 
 
 class EWiseAdd(TensorOp):
@@ -238,8 +238,7 @@ class ReLU(TensorOp):
     """max(a, 0)."""
 
     def compute(self, a: NDArray):
-        xp = a.device.xp
-        return _make(xp.maximum(a.raw, 0), a.device)
+        return a.maximum(0)
 
     def gradient(self, out_grad, node):
         # NOTE: at the kink a == 0 the gradient is taken as 0, as in PyTorch and the course.
@@ -293,9 +292,8 @@ class Sigmoid(TensorOp):
     """1 / (1 + e ** -a), computed without overflow for large |a|."""
 
     def compute(self, a: NDArray):
-        xp = a.device.xp
         # NOTE: 0.5 * (1 + tanh(a / 2)) equals the logistic function and never overflows.
-        return _make(0.5 * (1 + xp.tanh(a.raw * 0.5)), a.device)
+        return 0.5 * (1 + (a * 0.5).tanh())
 
     def gradient(self, out_grad, node):
         return out_grad * node * (1 - node)

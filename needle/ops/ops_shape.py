@@ -1,5 +1,6 @@
 """Shape, reduction and matrix ops: reshape, broadcast, transpose, sum, matmul, stack, flip, dilate."""
 from ..autograd import TensorOp
+from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
 from ._shapes import normalize_axes, unbroadcast, unbroadcast_data
 
@@ -210,8 +211,7 @@ class Stack(TensorOp):
         shapes = {a.shape for a in args}
         if len(shapes) != 1:
             raise ValueError(f"Stack needs tensors of one shape, got shapes {sorted(shapes)}")
-        device = args[0].device
-        return NDArray.make(device.xp.stack([a.raw for a in args], axis=self.axis), device)
+        return array_api.stack(list(args), axis=self.axis)
 
     def gradient(self, out_grad, node):
         from .ops_tuple import split
@@ -259,7 +259,7 @@ class Dilate(TensorOp):
                 continue  # NOTE: the course ignores axes the tensor does not have
             shape[axis] *= step
             index[axis] = slice(None, None, step)
-        out = NDArray.make(a.device.xp.zeros(tuple(shape), dtype=a.dtype), a.device)
+        out = array_api.zeros(tuple(shape), dtype=a.dtype, device=a.device)
         out[tuple(index)] = a
         return out
 

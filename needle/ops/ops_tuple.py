@@ -1,5 +1,6 @@
 """Ops whose input or output is a TensorTuple: make_tuple, tuple_get_item, split, fused_add_scalars."""
 from ..autograd import TensorOp, TensorTuple, TensorTupleOp, Value
+from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
 
 
@@ -51,8 +52,7 @@ class Split(TensorTupleOp):
         self.axis = axis
 
     def compute(self, a: NDArray):
-        xp = a.device.xp
-        return tuple(NDArray.make(xp.ascontiguousarray(piece), a.device) for piece in xp.moveaxis(a.raw, self.axis, 0))
+        return tuple(piece.compact() for piece in array_api.split(a, self.axis))
 
     def gradient(self, out_grad, node):
         from .ops_shape import stack

@@ -43,5 +43,5 @@ def clip_grad_norm(params, max_norm):
         scale = max_norm / (total + 1e-6)
         for param in params:
             data = param.grad.realize_cached_data()
-            param.grad = Tensor.make_const(NDArray.make(data.raw * scale, data.device))
+            param.grad = Tensor.make_const(NDArray.wrap(data.raw * scale, data.device))
     return total

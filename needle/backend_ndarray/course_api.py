@@ -1,0 +1,235 @@
+"""The course's NDArray internals, for code written against the homework that builds NDArray.
+
+The course's NDArray is a flat buffer (``_handle``) read through ``_shape``, ``_strides`` and
+``_offset``; its tests and students' code use those names, ``NDArray.make(shape, strides, device,
+handle, offset)``, ``process_slice`` and ``flat``. needle's NDArray wraps one numpy or CuPy array
+instead, and derives each of these from it, so both views agree at all times:
+
+- ``_handle`` is the flat buffer the array's memory belongs to (shared by every view of it),
+- ``_offset`` and ``_strides`` say where the array's elements sit in that buffer, in elements,
+- writing through a view made with ``make(..., handle=x._handle)`` changes ``x``.
+
+On CUDA, a view made with ``as_strided`` has no base array in CuPy, so it reports itself as the
+start of its buffer; everything else matches the CPU.
+
+Everything course-only lives here (see :mod:`needle.course_compat` for the whole map).
+
+Example:
+    >>> import numpy as np
+    >>> from needle.backend_ndarray import NDArray
+    >>> x = NDArray(np.arange(6, dtype="float32").reshape(2, 3))
+    >>> row = x[1, :]
+    >>> row._handle.ptr() == x._handle.ptr(), row._offset, row._strides
+    (True, 3, (1,))
+    >>> x.flat[4] += 10
+    >>> x.numpy().tolist()
+    [[0.0, 1.0, 2.0], [3.0, 14.0, 5.0]]
+"""
+import numbers
+
+import numpy
+
+from .device import Device, cpu, default_device, resolve_dtype
+from .handles import Handle, data_pointer, strided_view
+
+
+class CourseArrayInterface:
+    """The course's NDArray names, mixed into :class:`~needle.backend_ndarray.NDArray`."""
+
+    __slots__ = ()
+
+    # ---- the layout, as the course names it ---------------------------------------------------
+    @property
+    def _shape(self) -> tuple:
+        return self.shape
+
+    @property
+    def _strides(self) -> tuple:
+        """Strides in elements."""
+        return self.strides
+
+    @property
+    def _device(self) -> Device:
+        return self.device
+
+    @property
+    def _handle(self) -> Handle:
+        """The flat buffer holding this array's elements, the same for the array and all its views."""
+        return self.device.Array.over(_flat_buffer(self.raw, self.device.xp))
+
+    @property
+    def _offset(self) -> int:
+        """Where this array's first element sits in ``_handle``, in elements."""
+        if self.raw.size == 0:
+            return 0
+        return (data_pointer(self.raw) - self._handle.ptr()) // self.raw.itemsize
+
+    @staticmethod
+    def compact_strides(shape) -> tuple:
+        """The row-major strides (in elements) of a compact array of ``shape``."""
+        strides, stride = [], 1
+        for size in reversed(tuple(shape)):
+            strides.append(stride)
+            stride *= int(size)
+        return tuple(reversed(strides))
+
+    @classmethod
+    def make(cls, shape, strides=None, device: Device = None, handle: Handle = None, offset: int = 0, *, dtype=None):
+        """The course's constructor: an array of ``shape`` over ``handle`` (a fresh buffer when None).
+
+        Args:
+            shape: the array's shape.
+            strides: its strides in elements (row-major when None).
+            device: where it lives (default: the CPU).
+            handle: the flat buffer to view (``other._handle``); allocated when None.
+            offset: where the first element sits in ``handle``, in elements.
+            dtype: element type of a fresh buffer (float32, the course's, by default).
+
+        Example:
+            >>> from needle.backend_ndarray import NDArray
+            >>> base = NDArray([1.0, 2.0, 3.0, 4.0])
+            >>> NDArray.make((2,), strides=(2,), handle=base._handle, offset=1).numpy().tolist()
+            [2.0, 4.0]
+        """
+        device = device or default_device()
+        shape = tuple(int(size) for size in shape)
+        size = _count(shape)
+        if handle is None:
+            handle = device.Array(size, dtype or "float32")
+        elif dtype is not None and resolve_dtype(dtype) != handle.array.dtype:
+            raise TypeError(f"make(dtype={dtype!r}) differs from the handle's dtype {handle.array.dtype}")
+        if strides is None or tuple(strides) == cls.compact_strides(shape):
+            if offset + size > handle.size:
+                raise ValueError(
+                    f"make(shape={shape}, offset={offset}) needs {offset + size} elements; the handle has {handle.size}"
+                )
+            raw = handle.array[offset : offset + size].reshape(shape)
+        else:
+            raw = strided_view(device.xp, handle, shape, strides, offset)
+        return cls.wrap(raw, device)
+
+    # ---- element access the course's way -----------------------------------------------------
+    @property
+    def flat(self) -> "FlatView":
+        """The elements in row-major order as a writable 1-D sequence: ``x.flat[j] += eps`` changes ``x``."""
+        return FlatView(self)
+
+    def process_slice(self, sl: slice, dim: int) -> slice:
+        """``sl`` with explicit start, stop and step for axis ``dim``, as the course's NDArray fills them in.
+
+        Missing start is 0, missing stop the axis length, a negative start or stop counts from the
+        end, missing step is 1. Like the course's, it takes only non-empty slices with positive steps.
+
+        Example:
+            >>> from needle.backend_ndarray import NDArray
+            >>> NDArray([[1.0, 2.0, 3.0]]).process_slice(slice(None, -1), 1)
+            slice(0, 2, 1)
+        """
+        length = self.shape[dim]
+        start, stop, step = sl.start, sl.stop, sl.step
+        start = 0 if start is None else (length + start if start < 0 else start)
+        stop = length if stop is None else (length + stop if stop < 0 else stop)
+        step = 1 if step is None else step
+        if step <= 0 or stop <= start:
+            raise ValueError(
+                f"process_slice takes non-empty slices with positive steps, as the course's NDArray does; "
+                f"got {sl} on an axis of length {length} (index the array directly for other slices)"
+            )
+        return slice(start, stop, step)
+
+
+class FlatView:
+    """``x.flat``: the elements of ``x`` in row-major order, read and written in place.
+
+    Integer indices give one element (a numpy scalar, as numpy's ``flat`` does); slices and
+    index arrays give a copy as an NDArray. Assignment writes into ``x``.
+    """
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array):
+        self._array = array
+
+    def __len__(self) -> int:
+        return self._array.size
+
+    def __iter__(self):
+        return iter(self._array.numpy().ravel())
+
+    def __repr__(self):
+        return f"FlatView(size={self._array.size}, device={self._array.device!r})"
+
+    def _target(self, index):
+        """The array to index and the index into it that reaches flat position(s) ``index``."""
+        raw, size = self._array.raw, self._array.size
+        if isinstance(index, numbers.Integral):
+            if not -size <= index < size:
+                raise IndexError(f"flat index {index} is out of bounds for an array of size {size}")
+            index = int(index) % size
+            if raw.flags.c_contiguous:
+                return raw.reshape(-1), index
+            return raw, numpy.unravel_index(index, raw.shape)
+        if raw.flags.c_contiguous:
+            return raw.reshape(-1), _host_index(index)
+        positions = numpy.arange(size)[_host_index(index)]
+        return raw, numpy.unravel_index(positions, raw.shape)
+
+    def __getitem__(self, index):
+        target, where = self._target(index)
+        value = target[where]
+        if isinstance(index, numbers.Integral):
+            return value if isinstance(value, numpy.generic) else self._array.dtype.type(value.item())
+        return type(self._array)(value.copy(), device=self._array.device)
+
+    def __setitem__(self, index, value):
+        target, where = self._target(index)
+        target[where] = value.raw if hasattr(value, "raw") and hasattr(value, "device") else value
+
+
+def cpu_numpy() -> Device:
+    """The CPU device; the course's name for its numpy-backed device."""
+    return cpu()
+
+
+BackendDevice = Device
+"""The course's name for the device class."""
+
+
+def _host_index(index):
+    if hasattr(index, "raw") and hasattr(index, "numpy"):
+        return index.numpy()
+    return index
+
+
+def _flat_buffer(raw, xp):
+    """The whole flat buffer ``raw``'s memory belongs to, as a 1-D array of ``raw``'s dtype."""
+    root, node = raw, raw.base
+    while node is not None:  # numpy's as_strided puts a non-array between a view and its base
+        if isinstance(node, xp.ndarray):
+            root = node
+        node = getattr(node, "base", None)
+    if root.flags.c_contiguous:
+        flat = root.reshape(-1)
+    elif root.flags.f_contiguous:
+        flat = root.T.reshape(-1)
+    else:
+        flat = _span(root, xp)
+    if flat.dtype != raw.dtype:
+        if flat.nbytes % raw.itemsize:
+            return _span(raw, xp)
+        flat = flat.view(raw.dtype)
+    return flat
+
+
+def _span(raw, xp):
+    """A 1-D array over the memory from ``raw``'s lowest to its highest element."""
+    forward = raw[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in raw.strides)]
+    extent = sum((n - 1) * s for n, s in zip(forward.shape, forward.strides)) + raw.itemsize if raw.size else 0
+    return xp.lib.stride_tricks.as_strided(forward, (extent // raw.itemsize,), (raw.itemsize,))
+
+
+def _count(shape) -> int:
+    total = 1
+    for size in shape:
+        total *= size
+    return total

@@ -1,0 +1,205 @@
+"""Flat buffers ("handles") and the course's device functions over them.
+
+The course's NDArray keeps its elements in a flat buffer, the ``_handle``, and each device is a
+module of functions that read and write such buffers: ``ewise_add(a, b, out)``, ``compact(a, out,
+shape, strides, offset)``, ``matmul_tiled(a, b, out, m, n, p)`` ... needle's NDArray does its work
+through numpy or CuPy directly, so these functions exist for code written against the course's
+device interface (``device.ewise_add(x._handle, ...)``); each is one array-module call over the
+flat buffers. One :class:`HandleFunctions` serves numpy and CuPy alike.
+
+Example:
+    >>> import needle.backend_ndarray as nd
+    >>> device = nd.cpu()
+    >>> a, b, out = device.Array(3), device.Array(3), device.Array(3)
+    >>> device.fill(a, 2.0); device.fill(b, 0.5)
+    >>> device.ewise_mul(a, b, out)
+    >>> out.array.tolist(), out.size
+    ([1.0, 1.0, 1.0], 3)
+"""
+import numpy
+
+from .device import resolve_dtype
+
+TILE_SIZE = 8
+"""The tile edge of ``matmul_tiled``'s tile-major layout, the course's CPU ``TILE``."""
+
+
+def data_pointer(raw) -> int:
+    """The address of the first element of a numpy or CuPy array."""
+    if isinstance(raw, numpy.ndarray):
+        return raw.__array_interface__["data"][0]
+    return raw.data.ptr
+
+
+def strided_view(xp, a: "Handle", shape, strides, offset: int):
+    """A view of handle ``a`` with ``shape``, element ``strides`` and element ``offset``."""
+    flat = a.array
+    byte_strides = tuple(int(s) * flat.itemsize for s in strides)
+    return xp.lib.stride_tricks.as_strided(flat[int(offset) :], tuple(shape), byte_strides)
+
+
+class Handle:
+    """A flat 1-D buffer on one device: the course's ``Array`` (an NDArray's ``_handle``).
+
+    Args:
+        size: number of elements to allocate.
+        dtype: element type (float32, the course's only one, by default).
+
+    ``array`` is the flat numpy (or CuPy) array itself; ``ptr()`` is the address of its start.
+    """
+
+    __slots__ = ("array",)
+    xp = numpy
+
+    def __init__(self, size: int, dtype="float32"):
+        self.array = self.xp.empty(int(size), dtype=resolve_dtype(dtype))
+
+    @classmethod
+    def over(cls, flat) -> "Handle":
+        """A handle over the existing flat array ``flat`` (shared, not copied)."""
+        handle = cls.__new__(cls)
+        handle.array = flat
+        return handle
+
+    @property
+    def size(self) -> int:
+        return self.array.size
+
+    def ptr(self) -> int:
+        return data_pointer(self.array)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(size={self.size}, ptr={self.ptr():#x})"
+
+
+class HandleFunctions:
+    """The course's device module over flat handles, for one array module (numpy or CuPy).
+
+    ``a``, ``b`` and ``out`` are :class:`Handle` objects; element-wise functions and reductions
+    expect compact handles (``x.compact()._handle``), as the course's do.
+    """
+
+    __tile_size__ = TILE_SIZE
+
+    def __init__(self, xp, device_name: str):
+        self.xp = xp
+        self.__device_name__ = device_name
+        self.Array = type("Array", (Handle,), {"__slots__": (), "xp": xp})
+
+    # ---- moving data in and out ---------------------------------------------------------------
+    def _strided(self, a: Handle, shape, strides, offset: int):
+        return strided_view(self.xp, a, shape, strides, offset)
+
+    def to_numpy(self, a: Handle, shape, strides, offset: int) -> numpy.ndarray:
+        """The elements at ``shape``/``strides``/``offset`` of ``a`` as a numpy array (a view on CPU)."""
+        view = self._strided(a, shape, strides, offset)
+        return view if isinstance(view, numpy.ndarray) else view.get()
+
+    def from_numpy(self, a, out: Handle) -> None:
+        """Copy the numpy array ``a``, flattened, into ``out``."""
+        out.array[:] = self.xp.asarray(a).reshape(-1)
+
+    def fill(self, out: Handle, val) -> None:
+        out.array.fill(val)
+
+    def compact(self, a: Handle, out: Handle, shape, strides, offset: int) -> None:
+        """Write the strided view of ``a`` into ``out`` in row-major order."""
+        out.array[:] = self._strided(a, shape, strides, offset).reshape(-1)
+
+    def ewise_setitem(self, a: Handle, out: Handle, shape, strides, offset: int) -> None:
+        """Write the compact ``a`` into the strided view of ``out``."""
+        self._strided(out, shape, strides, offset)[...] = a.array[: _count(shape)].reshape(shape)
+
+    def scalar_setitem(self, size: int, val, out: Handle, shape, strides, offset: int) -> None:
+        """Set every element of the strided view of ``out`` to ``val``."""
+        self._strided(out, shape, strides, offset)[...] = val
+
+    # ---- element-wise and scalar functions (out[i] = f(a[i], b[i] or val)) ---------------------
+    def ewise_add(self, a, b, out):
+        self.xp.add(a.array, b.array, out=out.array)
+
+    def scalar_add(self, a, val, out):
+        self.xp.add(a.array, val, out=out.array)
+
+    def ewise_mul(self, a, b, out):
+        self.xp.multiply(a.array, b.array, out=out.array)
+
+    def scalar_mul(self, a, val, out):
+        self.xp.multiply(a.array, val, out=out.array)
+
+    def ewise_div(self, a, b, out):
+        self.xp.divide(a.array, b.array, out=out.array)
+
+    def scalar_div(self, a, val, out):
+        self.xp.divide(a.array, val, out=out.array)
+
+    def scalar_power(self, a, val, out):
+        self.xp.power(a.array, val, out=out.array)
+
+    def ewise_maximum(self, a, b, out):
+        self.xp.maximum(a.array, b.array, out=out.array)
+
+    def scalar_maximum(self, a, val, out):
+        self.xp.maximum(a.array, val, out=out.array)
+
+    def ewise_eq(self, a, b, out):
+        out.array[:] = a.array == b.array  # NOTE: 1.0 where true, 0.0 elsewhere, as the course does
+
+    def scalar_eq(self, a, val, out):
+        out.array[:] = a.array == val
+
+    def ewise_ge(self, a, b, out):
+        out.array[:] = a.array >= b.array
+
+    def scalar_ge(self, a, val, out):
+        out.array[:] = a.array >= val
+
+    def ewise_log(self, a, out):
+        self.xp.log(a.array, out=out.array)
+
+    def ewise_exp(self, a, out):
+        self.xp.exp(a.array, out=out.array)
+
+    def ewise_tanh(self, a, out):
+        self.xp.tanh(a.array, out=out.array)
+
+    # ---- matrix products and reductions ---------------------------------------------------------
+    def matmul(self, a: Handle, b: Handle, out: Handle, m: int, n: int, p: int) -> None:
+        """``out`` (m x p) = ``a`` (m x n) @ ``b`` (n x p), all compact row-major."""
+        left = a.array[: m * n].reshape(m, n)
+        right = b.array[: n * p].reshape(n, p)
+        out.array[: m * p] = (left @ right).reshape(-1)
+
+    def matmul_tiled(self, a: Handle, b: Handle, out: Handle, m: int, n: int, p: int) -> None:
+        """The product of tile-major matrices: ``a`` is (m/t, n/t, t, t), ``b`` (n/t, p/t, t, t),
+        ``out`` (m/t, p/t, t, t), with t = ``__tile_size__``; block (i, j) of ``out`` is the sum over
+        k of block (i, k) of ``a`` times block (k, j) of ``b``."""
+        t = self.__tile_size__
+        for name, dim in (("m", m), ("n", n), ("p", p)):
+            if dim % t:
+                raise ValueError(f"matmul_tiled needs dimensions divisible by the tile size {t}: {name}={dim}")
+        left = a.array[: m * n].reshape(m // t, n // t, t, t)
+        right = b.array[: n * p].reshape(n // t, p // t, t, t)
+        product = self.xp.einsum("ikab,kjbc->ijac", left, right)
+        out.array[: m * p] = product.reshape(-1)
+
+    def reduce_max(self, a: Handle, out: Handle, reduce_size: int) -> None:
+        """``out[i]`` = max of the ``reduce_size`` consecutive elements of ``a`` starting at i * reduce_size."""
+        out.array[:] = a.array[: out.size * reduce_size].reshape(out.size, reduce_size).max(axis=1)
+
+    def reduce_sum(self, a: Handle, out: Handle, reduce_size: int) -> None:
+        """``out[i]`` = sum of the ``reduce_size`` consecutive elements of ``a`` starting at i * reduce_size."""
+        out.array[:] = a.array[: out.size * reduce_size].reshape(out.size, reduce_size).sum(axis=1)
+
+
+NAMES = frozenset(
+    name for name in vars(HandleFunctions) if not name.startswith("_") or name == "__tile_size__"
+) | {"Array", "__device_name__"}
+"""The names a device answers from its handle functions (``device.ewise_add``, ``device.Array``...)."""
+
+
+def _count(shape) -> int:
+    total = 1
+    for size in shape:
+        total *= int(size)
+    return total
