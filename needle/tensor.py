@@ -1,13 +1,11 @@
 """Tensor: the Value users hold, with operators, conversion and ``backward``."""
 import numpy
 
-from . import autograd
+from . import autograd, backend_selection
 from .autograd import Value
-from .backend_ndarray import NDArray, default_device, resolve_dtype
+from .backend_ndarray import NDArray, device_of, resolve_dtype
 from .backward import compute_gradient_data, compute_gradient_of_variables
 
-_FLOAT64 = numpy.dtype("float64")
-_FLOAT32 = numpy.dtype("float32")
 
 
 def _to_array(array, device, dtype):
@@ -18,8 +16,8 @@ def _to_array(array, device, dtype):
             data = data.astype(dtype)
         return data
     if isinstance(array, (numpy.generic, numpy.ndarray)) or hasattr(array, "__cuda_array_interface__"):
-        if dtype is None and array.dtype == _FLOAT64:
-            dtype = _FLOAT32  # float32 by default, as the course's NDArray does
+        if dtype is None:
+            dtype = backend_selection.default_dtype(array)  # float32 under "nd", numpy's under "np"
         data = NDArray(array, device=device, dtype=dtype)
         if data.raw is array or getattr(data.raw, "base", None) is array:
             # NOTE: a Tensor owns its data, as in the course and torch.tensor: optimizers update
@@ -32,8 +30,10 @@ def _to_array(array, device, dtype):
             f"Tensor needs numbers: got {type(array).__name__} {array!r}; "
             "pass a number, a (nested) list of numbers, or a numpy array"
         )
+    if dtype is None:
+        dtype = backend_selection.default_dtype(array)
     try:
-        raw = device.array(array, dtype=dtype)
+        raw = device.array(numpy.asarray(array) if dtype is None else array, dtype=dtype)
     except (ValueError, TypeError) as error:
         raise TypeError(
             f"Tensor needs numbers: could not make an array from {type(array).__name__} "
@@ -44,23 +44,14 @@ def _to_array(array, device, dtype):
     return NDArray.wrap(raw, device)
 
 
-def _device_of(array):
-    if isinstance(array, NDArray):
-        return array.device
-    if hasattr(array, "__cuda_array_interface__"):
-        from .backend_ndarray import cuda
-
-        return cuda()
-    return default_device()
-
-
 class Tensor(Value):
     """An n-dimensional array that records the operations applied to it.
 
     Args:
         array: numbers (a Tensor, NDArray, numpy or CuPy array, or nested lists).
         device: ``ndl.cpu()`` (default) or ``ndl.cuda()``.
-        dtype: element type; lists and float64 arrays become float32 unless you ask otherwise.
+        dtype: element type; by default lists and float64 arrays become float32 (numpy's inferred
+            dtype under ``NEEDLE_BACKEND=np``, see :mod:`needle.backend_selection`).
         requires_grad: whether ``backward`` computes a gradient for it (default True).
 
     Example:
@@ -84,7 +75,7 @@ class Tensor(Value):
             if device is not data.device or (dtype is not None and dtype != data.dtype):
                 data = _to_array(data, device, dtype)
         else:
-            data = _to_array(array, device or _device_of(array), dtype)
+            data = _to_array(array, device or device_of(array), dtype)
         self._init(None, (), cached_data=data, requires_grad=requires_grad)
 
     @staticmethod

@@ -63,6 +63,7 @@ def test_gradient_as_tuple_wraps_single_and_list_results():
 
 
 # ---- Value and Tensor basics -------------------------------------------------------------
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_leaf_fields(device):
     x = ndl.Tensor([[1.0, 2.0, 3.0]], device=device)
     assert isinstance(x, needle.autograd.Value)
@@ -95,6 +96,7 @@ def test_detach_shares_data_and_drops_the_graph(device):
     assert isinstance(y.op, ops.MulScalar)
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_data_property_and_setter(device):
     x = ndl.Tensor([1.0, 2.0], device=device)
     y = x * 2
@@ -110,6 +112,7 @@ def test_data_property_and_setter(device):
     assert x.dtype == np.float32
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_data_setter_refuses_another_dtype(device):
     x = ndl.Tensor([1.0, 2.0], device=device)
     with pytest.raises(TypeError, match="dtype float64.*float32"):
@@ -207,6 +210,7 @@ def test_reused_values_accumulate_gradients(create_graph, device):
     np.testing.assert_allclose(x.grad.numpy(), [2 * 2.0 + 1 + 4])
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_fast_path_leaves_only_constant_leaf_gradients(device):
     x = ndl.Tensor([[1.0, -2.0]], device=device)
     w = ndl.Tensor([[0.5], [3.0]], device=device)

@@ -6,7 +6,7 @@ Random draws always come from numpy's global generator on the host (then move to
 import numpy
 
 from ..autograd import Tensor
-from ..backend_ndarray import NDArray, default_device, resolve_dtype
+from ..backend_ndarray import NDArray, default_device, device_of, resolve_dtype
 
 
 def _shape(shape):
@@ -82,11 +82,11 @@ def one_hot(n, i, device=None, dtype="float32", requires_grad=False):
 
 def zeros_like(array, *, device=None, requires_grad=False):
     """Zeros with the shape, dtype and (unless given) device of ``array``."""
-    device = device or array.device
+    device = device or device_of(array)
     return zeros(*array.shape, dtype=array.dtype, device=device, requires_grad=requires_grad)
 
 
 def ones_like(array, *, device=None, requires_grad=False):
     """Ones with the shape, dtype and (unless given) device of ``array``."""
-    device = device or array.device
+    device = device or device_of(array)
     return ones(*array.shape, dtype=array.dtype, device=device, requires_grad=requires_grad)

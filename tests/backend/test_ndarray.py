@@ -30,6 +30,7 @@ def test_float32_by_default(device):
     assert NDArray(np.zeros(2, dtype=np.int64), device=device).dtype == np.int64
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_tensor_of_a_float64_array_is_float32_unless_asked(device):
     data = np.array([1.0, 2.0])
     assert ndl.Tensor(data, device=device).dtype == np.float32

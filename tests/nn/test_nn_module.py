@@ -87,6 +87,7 @@ def test_state_dict_names_and_copies():
     assert list(seq.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias", "2.running_mean", "2.running_var"]
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_state_dict_round_trip_keeps_parameter_identity():
     np.random.seed(0)
     source = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))

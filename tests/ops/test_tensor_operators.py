@@ -77,6 +77,7 @@ def test_pow_of_tensors_and_rpow(device):
         pytest.param(lambda t: t ** np.float64(2.0), id="tensor**np.float64"),
     ],
 )
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_numpy_float64_scalars_keep_float32_and_the_graph(expression, device):
     t = ndl.Tensor([1.0, 2.0], device=device)
     out = expression(t)

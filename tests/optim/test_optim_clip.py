@@ -6,6 +6,7 @@ import needle as ndl
 from needle import nn, optim
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_clip_scales_to_max_norm_and_returns_the_total(device):
     a = nn.Parameter(ndl.Tensor([0.0, 0.0], device=device))
     b = nn.Parameter(ndl.Tensor([[0.0]], device=device))

@@ -146,6 +146,7 @@ def test_shared_parameters_are_stepped_once():
     np.testing.assert_allclose(w.numpy(), [0.0])
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_numpy_scalar_hyperparameters_keep_float32():
     w = nn.Parameter(ndl.Tensor([1.0, 2.0]))
     w.grad = ndl.Tensor([1.0, 1.0])
