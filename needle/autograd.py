@@ -356,6 +356,7 @@ from .backward import (  # noqa: E402
     sum_node_list,
     topo_sort_dfs,
 )
+from .backend_selection import Device, all_devices, array_api, cpu, default_device  # noqa: E402,F401  (course names, see needle.course_compat)
 
 
 def _count_backward_call(nodes):

@@ -170,6 +170,12 @@ def device_of(obj) -> Device:
     return cpu()
 
 
+class CPUDevice(Device):
+    """The class of the CPU device (the course's ``backend_numpy.CPUDevice``); ``cpu()`` is its one instance."""
+
+    __slots__ = ()
+
+
 def _shape_of(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
@@ -209,7 +215,7 @@ def _load_cupy():
         return None, f"{type(error).__name__}: {error}"
 
 
-_CPU = Device("cpu", numpy)
+_CPU = CPUDevice("cpu", numpy)
 _CUDA = None
 
 

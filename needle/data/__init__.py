@@ -10,6 +10,7 @@ from .dataset import Dataset, NDArrayDataset
 from .mnist_dataset import MNISTDataset, MNISTFormatError, parse_mnist
 from .mnist_files import MNISTChecksumError, MNISTFiles, mnist, verify_mnist_file
 from .transforms import RandomCrop, RandomFlipHorizontal, Transform
+from . import data_basic, data_transforms, datasets  # noqa: E402  (the course's module paths)
 
 __all__ = [
     "DataLoader",
