@@ -185,7 +185,13 @@ class NDArray(CourseArrayInterface):
             return other.raw
         if isinstance(other, numpy.generic):
             # NOTE: under numpy 2 a numpy float64 scalar would upcast a float32 array; a Python number does not.
-            return other.item()
+            other = other.item()
+        if self.raw.ndim == 0 and isinstance(other, (int, float)):
+            # NOTE: numpy 1 treats a 0-d array as a scalar, so float32 0-d / 6 gave float64; numpy 2
+            # keeps float32. Casting the Python number to the array's dtype gives numpy 2's result on both.
+            kind = self.raw.dtype.kind
+            if kind == "f" or (kind == "i" and isinstance(other, int)) or (kind == "u" and isinstance(other, int) and other >= 0):
+                return self.raw.dtype.type(other)
         return other
 
     def __add__(self, other):

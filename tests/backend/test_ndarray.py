@@ -216,3 +216,16 @@ def test_devices():
     if not ndl.cuda().enabled():
         with pytest.raises(RuntimeError, match="cuda\\(\\) is not available.*ndl.cpu\\(\\)"):
             ndl.cuda().xp
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_0d_arrays_keep_their_dtype_with_python_numbers(dtype, device):
+    # NOTE: numpy 1 treats 0-d arrays as scalars (float32 0-d / 6 gave float64); numpy 2 does not.
+    total = NDArray(np.arange(6).astype(dtype), device=device).max()  # a 0-d result of this dtype
+    assert total.shape == ()
+    results = [total + 1, 1 + total, total - 2, 2 - total, total * 3, 3 * total, total**2, total.maximum(1)]
+    assert all(r.dtype == np.dtype(dtype) for r in results), [r.dtype for r in results]
+    if dtype.startswith("float"):
+        assert all(r.dtype == np.dtype(dtype) for r in (total / 6, 6 / total, total * 0.5, total + np.float64(0.5)))
+    else:
+        assert (total * 0.5).dtype == np.float64, "a Python float still makes an integer array float"
