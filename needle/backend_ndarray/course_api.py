@@ -29,7 +29,7 @@ import numbers
 
 import numpy
 
-from .device import Device, cpu, default_device, resolve_dtype
+from .device import Device, cpu, default_device, device_of, resolve_dtype
 from .handles import Handle, data_pointer, strided_view
 
 
@@ -80,7 +80,7 @@ class CourseArrayInterface:
         Args:
             shape: the array's shape.
             strides: its strides in elements (row-major when None).
-            device: where it lives (default: the CPU).
+            device: where it lives (default: the handle's device, else the CPU).
             handle: the flat buffer to view (``other._handle``); allocated when None.
             offset: where the first element sits in ``handle``, in elements.
             dtype: element type of a fresh buffer (float32, the course's, by default).
@@ -91,7 +91,10 @@ class CourseArrayInterface:
             >>> NDArray.make((2,), strides=(2,), handle=base._handle, offset=1).numpy().tolist()
             [2.0, 4.0]
         """
-        device = device or default_device()
+        if device is None:
+            device = default_device() if handle is None else device_of(handle.array)
+        elif handle is not None and not isinstance(handle.array, device.xp.ndarray):
+            raise ValueError(f"make(device={device!r}) was given a handle on {device_of(handle.array)!r}")
         shape = tuple(int(size) for size in shape)
         size = _count(shape)
         if handle is None:
@@ -172,7 +175,8 @@ class FlatView:
         if raw.flags.c_contiguous:
             return raw.reshape(-1), _host_index(index)
         positions = numpy.arange(size)[_host_index(index)]
-        return raw, numpy.unravel_index(positions, raw.shape)
+        xp = self._array.device.xp
+        return raw, tuple(xp.asarray(axis_index) for axis_index in numpy.unravel_index(positions, raw.shape))
 
     def __getitem__(self, index):
         target, where = self._target(index)
@@ -183,7 +187,7 @@ class FlatView:
 
     def __setitem__(self, index, value):
         target, where = self._target(index)
-        target[where] = value.raw if hasattr(value, "raw") and hasattr(value, "device") else value
+        target[where] = value.raw if isinstance(value, CourseArrayInterface) else value
 
 
 def cpu_numpy() -> Device:
@@ -196,9 +200,7 @@ BackendDevice = Device
 
 
 def _host_index(index):
-    if hasattr(index, "raw") and hasattr(index, "numpy"):
-        return index.numpy()
-    return index
+    return index.numpy() if isinstance(index, CourseArrayInterface) else index
 
 
 def _flat_buffer(raw, xp):

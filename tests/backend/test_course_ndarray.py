@@ -289,3 +289,15 @@ def test_devices_answer_only_handle_function_names():
     assert nd.cpu().mod.__device_name__ == "numpy"
     with pytest.raises(AttributeError, match="cpu\\(\\) has no attribute 'ewise_ad'"):
         nd.cpu().ewise_ad
+
+
+def test_handles_of_reinterpreted_and_foreign_buffers():
+    base = np.arange(6, dtype=np.float32)
+    as_ints = NDArray(base.view(np.int32))
+    assert as_ints._handle.ptr() == NDArray(base)._handle.ptr() and as_ints._handle.array.dtype == np.int32
+    buffer = bytearray(np.arange(8, dtype=np.float32).tobytes())
+    columns = NDArray(np.ndarray((2, 2), dtype=np.float32, buffer=buffer, strides=(16, 4)))  # base: a bytearray
+    assert columns._handle.size == 6 and columns._offset == 0  # elements 0..5 span the view
+    np.testing.assert_array_equal(columns._handle.array, np.arange(6))
+    columns._handle.array[5] = -1.0
+    assert columns.numpy()[1, 1] == -1.0
