@@ -24,12 +24,15 @@ NDArray internals (the homework that builds NDArray defines them):
 (``device.ewise_add``, ``device.matmul_tiled``, ``device.__tile_size__``, ``device.Array``).
 needle's own constructor from a raw array is ``NDArray.wrap(raw, device)``.
 
+``backend_ndarray.array(a)`` always copies, as the course's does (the class ``NDArray(a)`` shares
+an array it can, which needle's DataLoader uses to wrap batches without a copy).
+
 Course spellings inside needle's modules (a re-export line each, marked "course names"):
 ``needle.autograd`` re-exports ``find_topo_sort``, ``topo_sort_dfs``,
 ``compute_gradient_of_variables``, ``array_api``, ``Device``, ``cpu``, ``all_devices``,
 ``default_device``; ``needle`` re-exports ``BACKEND``, ``array_api``, ``Device``, ``ones``,
 ``zeros``, ``ones_like``, ``zeros_like`` and every op function; ``needle.ops.ops_mathematic``
-re-exports ``split``.
+re-exports ``split``; ``Tensor.from_numpy`` is the course's helper on Tensor.
 
 Deliberate differences that remain (needle's defaults where the course leaves room):
 

@@ -1,4 +1,6 @@
 """Module-level array functions, the course's ``array_api``: each takes and returns NDArrays."""
+import numpy
+
 from .device import default_device, device_of, resolve_dtype
 from .ndarray import NDArray, _wrap
 
@@ -6,8 +8,9 @@ from .ndarray import NDArray, _wrap
 def array(a, dtype="float32", device=None):
     """An NDArray holding ``a`` on ``device`` (default: where ``a`` is, else the CPU), as ``dtype``.
 
-    ``dtype=None`` keeps the dtype of an array ``a``. A numpy 2 array's ``.device`` (the string
-    ``"cpu"``) is not a needle device: it is host data, placed on ``device``.
+    Always a copy, as the course's ``array`` and ``numpy.array`` make (``NDArray(a)`` shares
+    an array it can). ``dtype=None`` keeps the dtype of an array ``a``. A numpy 2 array's
+    ``.device`` (the string ``"cpu"``) is not a needle device: it is host data, placed on ``device``.
 
     Example:
         >>> import numpy as np
@@ -15,7 +18,20 @@ def array(a, dtype="float32", device=None):
         >>> nd.array(np.arange(3)).dtype, nd.array(np.arange(3), dtype=None).dtype
         (dtype('float32'), dtype('int64'))
     """
-    return NDArray(a, device=device or device_of(a), dtype=dtype)
+    made = NDArray(a, device=device or device_of(a), dtype=dtype)
+    if _may_share_memory(made, a):
+        made = NDArray.wrap(made.raw.copy(), made.device)
+    return made
+
+
+def _may_share_memory(made: NDArray, source) -> bool:
+    xp = made.device.xp
+    source = source.raw if isinstance(source, NDArray) else source
+    if not isinstance(source, xp.ndarray):
+        if xp is not numpy or not hasattr(source, "__array__"):
+            return False
+        source = numpy.asarray(source)
+    return bool(xp.may_share_memory(made.raw, source))
 
 
 def empty(shape, dtype="float32", device=None):

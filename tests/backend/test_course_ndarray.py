@@ -301,3 +301,19 @@ def test_handles_of_reinterpreted_and_foreign_buffers():
     np.testing.assert_array_equal(columns._handle.array, np.arange(6))
     columns._handle.array[5] = -1.0
     assert columns.numpy()[1, 1] == -1.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", None])
+def test_array_copies_as_the_course_does(dtype, device):
+    host = np.arange(4, dtype=np.float32)
+    made = nd.array(host, dtype=dtype, device=device)
+    again = nd.array(made, dtype=dtype)
+    made.fill(-1.0)
+    np.testing.assert_array_equal(host, np.arange(4))
+    np.testing.assert_array_equal(again.numpy(), np.arange(4))
+    foreign = ArrayLikeWithStringDevice(np.arange(3, dtype=np.float32))
+    nd.array(foreign, dtype=dtype).fill(7.0)
+    np.testing.assert_array_equal(foreign.values, np.arange(3))
+    shared = NDArray(host)  # the class shares an array it is given, on purpose
+    shared.fill(2.0)
+    assert host.tolist() == [2.0] * 4
