@@ -7,7 +7,6 @@ from .backend_ndarray import NDArray, device_of, resolve_dtype
 from .backward import compute_gradient_data, compute_gradient_of_variables
 
 
-
 def _to_array(array, device, dtype):
     """An NDArray on ``device`` from numpy/CuPy arrays, NDArrays or nested lists."""
     if isinstance(array, NDArray):
