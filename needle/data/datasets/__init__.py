@@ -2,7 +2,5 @@
 
 Add a dataset with one module here and one import line below.
 """
-from .mnist_dataset import MNISTDataset, parse_mnist
-from .ndarray_dataset import NDArrayDataset
-
-__all__ = ["MNISTDataset", "NDArrayDataset", "parse_mnist"]
+from .mnist_dataset import MNISTDataset, parse_mnist  # noqa: F401
+from .ndarray_dataset import NDArrayDataset  # noqa: F401
