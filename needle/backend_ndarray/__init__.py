@@ -1,5 +1,5 @@
 """needle's device-abstracted array: one NDArray interface over numpy (CPU) and CuPy (CUDA)."""
-from .device import Device, all_devices, cpu, cpu_numpy, cuda, default_device, resolve_dtype
+from .device import Device, all_devices, as_device, cpu, cpu_numpy, cuda, default_device, resolve_dtype
 from .ndarray import NDArray
 from .functions import (
     array,

@@ -1,21 +1,34 @@
 """Shape, reduction and matrix ops: reshape, broadcast, transpose, sum, matmul, stack, flip, dilate."""
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
-from ._shapes import normalize_axes, unbroadcast, unbroadcast_data
+from ._shapes import as_axes, as_shape, normalize_axes, unbroadcast, unbroadcast_data
 
 
 class Transpose(TensorOp):
     """Swap two axes (the last two by default), as the course's ``transpose``."""
 
     def __init__(self, axes=None):
-        if axes is not None and len(tuple(axes)) != 2:
-            raise ValueError(f"Transpose swaps two axes; got axes={axes!r}")
-        self.axes = tuple(axes) if axes is not None else None
+        if axes is not None:
+            checked = as_axes(axes, "Transpose")
+            if not isinstance(checked, tuple) or len(checked) != 2:
+                raise ValueError(
+                    f"Transpose swaps two axes; got axes={axes!r}: give two, e.g. axes=(0, 1)"
+                )
+            if checked[0] == checked[1]:
+                raise ValueError(
+                    f"Transpose: axes {checked} name the same axis twice; give two different axes, e.g. (0, 1)"
+                )
+            axes = checked
+        self.axes = axes
 
     def _permutation(self, ndim):
         if ndim < 2:
             raise ValueError(f"Transpose needs at least 2 dimensions, got a tensor with {ndim}")
-        first, second = self.axes if self.axes is not None else (ndim - 2, ndim - 1)
+        if self.axes is None:
+            first, second = ndim - 2, ndim - 1
+        else:
+            # NOTE: normalize_axes sorts, which is harmless here: a swap is symmetric.
+            first, second = normalize_axes(self.axes, ndim, "Transpose")
         order = list(range(ndim))
         order[first], order[second] = order[second], order[first]
         return tuple(order)
@@ -35,10 +48,10 @@ def transpose(a, axes=None):
 
 
 class Reshape(TensorOp):
-    """The same elements in a new shape (one dimension may be -1)."""
+    """The same elements in a new shape (one dimension may be -1); ``shape`` may be an int."""
 
     def __init__(self, shape):
-        self.shape = tuple(shape)
+        self.shape = as_shape(shape, "Reshape", allow_inferred=True)
 
     def compute(self, a: NDArray):
         try:
@@ -61,7 +74,7 @@ class BroadcastTo(TensorOp):
     """Repeat along axes of size 1 (and new leading axes) to reach ``shape``."""
 
     def __init__(self, shape):
-        self.shape = tuple(shape)
+        self.shape = as_shape(shape, "BroadcastTo")
 
     def compute(self, a: NDArray):
         try:
@@ -107,13 +120,13 @@ class Summation(TensorOp):
     """Sum over ``axes`` (None: all; an int; or a tuple), dropping the summed axes."""
 
     def __init__(self, axes=None):
-        self.axes = axes
+        self.axes = as_axes(axes, "Summation")
 
     def compute(self, a: NDArray):
-        return a.sum(axis=normalize_axes(self.axes, a.ndim))
+        return a.sum(axis=normalize_axes(self.axes, a.ndim, "Summation"))
 
     def _kept_shape(self, input_shape):
-        axes = normalize_axes(self.axes, len(input_shape))
+        axes = normalize_axes(self.axes, len(input_shape), "Summation")
         if axes is None:
             return (1,) * len(input_shape)
         return tuple(1 if i in axes else size for i, size in enumerate(input_shape))
