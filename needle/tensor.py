@@ -57,13 +57,13 @@ def _to_array(array, device, dtype):
     if dtype is not None:
         check_numeric_dtype(dtype, f"dtype={dtype.name!r}")
     if isinstance(array, NDArray):
-        check_numeric_dtype(array.dtype, "an NDArray")
+        check_numeric_dtype(array.dtype, "NDArray")
         data = array.to(device)
         if dtype is not None and data.dtype != dtype:
             data = data.astype(dtype)
         return data
     if isinstance(array, (numpy.generic, numpy.ndarray)) or hasattr(array, "__cuda_array_interface__"):
-        check_numeric_dtype(array.dtype, f"a {type(array).__name__}")
+        check_numeric_dtype(array.dtype, f"{type(array).__module__}.{type(array).__name__}")
         if dtype is None and array.dtype == _FLOAT64:
             dtype = _FLOAT32  # float32 by default, as the course's NDArray does
         data = NDArray(array, device=device, dtype=dtype)

@@ -1,4 +1,6 @@
 """Shape, reduction and matrix ops: reshape, broadcast, transpose, sum, matmul, stack, flip, dilate."""
+import numbers
+
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
 from ._shapes import as_axes, as_shape, normalize_axes, unbroadcast, unbroadcast_data
@@ -217,12 +219,15 @@ class Stack(TensorOp):
     """Join equally shaped tensors along a new axis; takes a TensorTuple (or list via ``stack``)."""
 
     def __init__(self, axis: int):
-        self.axis = axis
+        self.axis = _one_axis(axis, "Stack")
 
     def compute(self, args):
+        if not args:
+            raise ValueError("Stack needs at least one tensor, got none")
         shapes = {a.shape for a in args}
         if len(shapes) != 1:
             raise ValueError(f"Stack needs tensors of one shape, got shapes {sorted(shapes)}")
+        normalize_axes(self.axis, args[0].ndim + 1, "Stack")  # the new axis may also go last
         device = args[0].device
         return NDArray.make(device.xp.stack([a.raw for a in args], axis=self.axis), device)
 
@@ -235,17 +240,51 @@ class Stack(TensorOp):
 def stack(args, axis):
     from .ops_tuple import make_tuple
 
+    if not isinstance(args, (list, tuple)):
+        raise TypeError(f"stack takes a list of Tensors, got {type(args).__name__}: e.g. stack([a, b], axis=0)")
     return Stack(axis)(make_tuple(*args))
 
 
+def _one_axis(axis, op_name):
+    """``axis`` as an int, or a TypeError naming ``op_name``."""
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise TypeError(f"{op_name}: axis must be an int, got {type(axis).__name__} {axis!r}")
+    return int(axis)
+
+
+def _axis_tuple(axes, op_name):
+    """``axes`` (an int or a sequence of ints) as a tuple of ints, or a TypeError naming ``op_name``."""
+    checked = as_axes(axes, op_name)
+    if checked is None:
+        raise TypeError(f"{op_name}: axes must be an int or a tuple of ints, got None")
+    return (checked,) if isinstance(checked, int) else checked
+
+
+def _dilation(dilation, op_name):
+    if not isinstance(dilation, int) or isinstance(dilation, bool):
+        raise TypeError(f"{op_name}: dilation must be an int, got {type(dilation).__name__} {dilation!r}")
+    if dilation < 0:
+        raise ValueError(
+            f"{op_name}: dilation must be a non-negative int (zeros inserted after each element), "
+            f"got {type(dilation).__name__} {dilation!r}"
+        )
+    return dilation
+
+
+def _check_dilation_axes(axes, ndim, op_name):
+    for axis in axes:
+        if axis < -ndim:
+            raise ValueError(f"{op_name}: axis {axis} is out of range for a tensor with {ndim} dimensions")
+
+
 class Flip(TensorOp):
-    """Reverse the order of elements along ``axes``."""
+    """Reverse the order of elements along ``axes`` (None: all; an int; or a tuple)."""
 
     def __init__(self, axes=None):
-        self.axes = tuple(axes) if axes is not None else None
+        self.axes = None if axes is None else _axis_tuple(axes, "Flip")
 
     def compute(self, a: NDArray):
-        axes = self.axes if self.axes is not None else tuple(range(a.ndim))
+        axes = normalize_axes(self.axes, a.ndim, "Flip") if self.axes is not None else tuple(range(a.ndim))
         return a.flip(axes).compact()
 
     def gradient(self, out_grad, node):
@@ -260,10 +299,11 @@ class Dilate(TensorOp):
     """Insert ``dilation`` zeros after each element along ``axes``."""
 
     def __init__(self, axes: tuple, dilation: int):
-        self.axes = tuple(axes)
-        self.dilation = dilation
+        self.axes = _axis_tuple(axes, "Dilate")
+        self.dilation = _dilation(dilation, "Dilate")
 
     def compute(self, a: NDArray):
+        _check_dilation_axes(self.axes, a.ndim, "Dilate")
         step = self.dilation + 1
         shape = list(a.shape)
         index = [slice(None)] * a.ndim
@@ -288,10 +328,11 @@ class UnDilate(TensorOp):
     """Keep every ``dilation + 1``-th element along ``axes`` (undoes ``dilate``)."""
 
     def __init__(self, axes: tuple, dilation: int):
-        self.axes = tuple(axes)
-        self.dilation = dilation
+        self.axes = _axis_tuple(axes, "UnDilate")
+        self.dilation = _dilation(dilation, "UnDilate")
 
     def compute(self, a: NDArray):
+        _check_dilation_axes(self.axes, a.ndim, "UnDilate")
         index = [slice(None)] * a.ndim
         for axis in self.axes:
             if axis < a.ndim:
