@@ -72,6 +72,9 @@ class BatchNorm1d(Module):
         self.running_mean = Tensor.make_const(NDArray.make(new_mean, device))
         self.running_var = Tensor.make_const(NDArray.make(new_var, device))
 
+    def extra_repr(self):
+        return f"{self.dim}, eps={self.eps}, momentum={self.momentum}"
+
 
 class LayerNorm1d(Module):
     """Normalise each row over its features, then scale by ``weight`` and shift by ``bias``.
@@ -98,3 +101,6 @@ class LayerNorm1d(Module):
         variance = ((centered * centered).sum((1,)) / dim).reshape((batch, 1))
         normalized = centered / (variance + self.eps) ** 0.5
         return normalized * self.weight.reshape((1, dim)) + self.bias.reshape((1, dim))
+
+    def extra_repr(self):
+        return f"{self.dim}, eps={self.eps}"
