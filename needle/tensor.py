@@ -368,7 +368,7 @@ class Tensor(Value):
         return ops.Reshape(_one_shape(shape, "reshape"))(self)
 
     def transpose(self, *axes):
-        """Swap two axes (the last two by default): ``t.transpose()``, ``t.transpose((0, 1))`` or ``t.transpose(0, 1)``."""
+        """Swap two axes (the last two by default): ``t.transpose()``, ``t.transpose((0, 1))``, ``t.transpose(0, 1)``."""
         if not axes:
             return ops.Transpose(None)(self)
         return ops.Transpose(_one_shape(axes, "transpose"))(self)

@@ -213,9 +213,9 @@ def softmax_cross_entropy(logits, labels):
         >>> logits = ndl.Tensor([[0.0, 0.0]])
         >>> round(ndl.ops.softmax_cross_entropy(logits, ndl.Tensor([1], dtype="int64")).item(), 4)
         0.6931
-        >>> ndl.ops.softmax_cross_entropy(logits, ndl.Tensor([0.5]))
+        >>> ndl.ops.softmax_cross_entropy(logits, ndl.Tensor([0.5]))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: SoftmaxCrossEntropy: label 0.5 (at position 0) is not a class id: labels must be whole numbers in [0, 2); pass integer labels, e.g. ndl.Tensor(y, dtype='int64')
+        ValueError: SoftmaxCrossEntropy: label 0.5 (at position 0) is not a class id: ...
     """
     return SoftmaxCrossEntropy()(logits, labels)
