@@ -1,9 +1,11 @@
 """Tensor: the Value users hold, with operators, conversion and ``backward``."""
+from typing import Sequence
+
 import numpy
 
 from . import autograd
 from .autograd import Value
-from .backend_ndarray import NDArray, as_device, default_device, resolve_dtype
+from .backend_ndarray import Device, NDArray, as_device, default_device, resolve_dtype
 from .backward import compute_gradient_data, compute_gradient_of_variables
 
 _FLOAT64 = numpy.dtype("float64")
@@ -138,7 +140,7 @@ class Tensor(Value):
     __slots__ = ()
     __array_priority__ = 1000  # a numpy scalar on the left (np.float64(2) * t) defers to Tensor's operators
 
-    def __init__(self, array, *, device=None, dtype=None, requires_grad: bool = True):
+    def __init__(self, array, *, device: "Device | str | None" = None, dtype=None, requires_grad: bool = True):
         if dtype is not None:
             dtype = resolve_dtype(dtype)
         if device is not None:
@@ -246,7 +248,7 @@ class Tensor(Value):
     def __str__(self):
         return str(self.realize_cached_data())
 
-    def to(self, device) -> "Tensor":
+    def to(self, device: "Device | str") -> "Tensor":
         """This tensor's values on ``device`` (a new leaf; itself when already there).
 
         Args:
@@ -348,15 +350,15 @@ class Tensor(Value):
     def matmul(self, other):
         return ops.MatMul()(self, other)
 
-    def sum(self, axes=None):
+    def sum(self, axes: "int | Sequence[int] | None" = None) -> "Tensor":
         """Sum over ``axes`` (None: all; an int; or a tuple of ints)."""
         return ops.Summation(axes)(self)
 
-    def broadcast_to(self, shape):
+    def broadcast_to(self, shape: "int | Sequence[int]") -> "Tensor":
         """Repeat along axes of size 1 (and new leading axes) to reach ``shape``."""
         return ops.BroadcastTo(shape)(self)
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: "int | Sequence[int]") -> "Tensor":
         """The same elements in a new shape: ``t.reshape((2, 3))``, ``t.reshape(2, 3)`` or ``t.reshape(6)``.
 
         Example:
@@ -367,7 +369,7 @@ class Tensor(Value):
         """
         return ops.Reshape(_one_shape(shape, "reshape"))(self)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: "int | Sequence[int]") -> "Tensor":
         """Swap two axes (the last two by default): ``t.transpose()``, ``t.transpose((0, 1))``, ``t.transpose(0, 1)``."""
         if not axes:
             return ops.Transpose(None)(self)

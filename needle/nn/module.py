@@ -9,7 +9,7 @@ import collections
 import numpy
 
 from ..autograd import Tensor
-from ..backend_ndarray import NDArray, as_device
+from ..backend_ndarray import Device, NDArray, as_device
 
 
 class Parameter(Tensor):
@@ -83,7 +83,7 @@ class Module:
         """``(name, tensor)`` pairs of the non-learnable state (e.g. BatchNorm running statistics)."""
         return [(name, tensor) for name, tensor, is_buffer in _named_tensors(self) if is_buffer]
 
-    def named_children(self):
+    def named_children(self) -> "list[tuple[str, Module]]":
         """``(name, module)`` for each submodule held directly by this module, each once.
 
         Names are attribute names, with list indices and dict keys joined by dots (``"layers.0"``);
@@ -137,7 +137,7 @@ class Module:
         return self.train(False)
 
     # ---- devices and state ------------------------------------------------------------------
-    def to(self, device) -> "Module":
+    def to(self, device: "Device | str") -> "Module":
         """Move every parameter, buffer and gradient to ``device`` in place; returns the module.
 
         Each tensor keeps its identity, so an optimizer built before still holds the same

@@ -2,6 +2,7 @@
 from .. import init
 from ..autograd import Tensor
 from ..backend_ndarray import NDArray
+from .layers import _positive_int
 from .module import Module, Parameter
 
 
@@ -88,7 +89,7 @@ class LayerNorm1d(Module):
 
     def __init__(self, dim, eps=1e-5, device=None, dtype="float32"):
         super().__init__()
-        self.dim = dim
+        self.dim = _positive_int(dim, "dim", "LayerNorm1d")
         self.eps = eps
         self.weight = Parameter(init.ones(dim, device=device, dtype=dtype))
         self.bias = Parameter(init.zeros(dim, device=device, dtype=dtype))

@@ -24,6 +24,8 @@ from needle import nn
         pytest.param(lambda: nn.Linear(3, 4, dtype="float7"), TypeError, r"unknown dtype 'float7'", id="linear-dtype"),
         pytest.param(lambda: nn.Sequential([nn.ReLU(), nn.ReLU()]), TypeError, r"Sequential: argument 0 must be an nn.Module, got list \(unpack a list with nn.Sequential\(\*layers\)\)", id="sequential-list"),
         pytest.param(lambda: nn.Sequential(nn.ReLU(), 3), TypeError, r"Sequential: argument 1 must be an nn.Module, got int", id="sequential-int"),
+        pytest.param(lambda: nn.LayerNorm1d(0), ValueError, r"LayerNorm1d: dim must be at least 1, got dim=0", id="layernorm-zero"),
+        pytest.param(lambda: nn.LayerNorm1d("8"), TypeError, r"LayerNorm1d: dim must be a positive int, got str", id="layernorm-str"),
         pytest.param(lambda: nn.Residual(3), TypeError, r"Residual: fn must be an nn.Module, got int", id="residual-int"),
     ],
 )
