@@ -242,3 +242,15 @@ def test_dataloader_and_trainer_resolve_device_names_the_same_way():
     for make in (lambda: ndl.data.DataLoader(loader.dataset, device="cuda:3"), lambda: Trainer(model, ndl.optim.SGD(model.parameters()), device="cuda:3", monitor=False, progress=False)):
         with pytest.raises(ValueError, match="unknown device 'cuda:3'"):
             make()
+
+
+def test_ndarray_level_constructors_take_device_names():
+    from needle.backend_ndarray import NDArray, array, full
+
+    assert NDArray([1.0], device="cpu").device is ndl.cpu()
+    assert NDArray([1.0]).to("cpu").device is ndl.cpu()
+    assert full((2,), 1.0, device="cpu").device is ndl.cpu()
+    assert array(np.ones(2), device="CPU").device is ndl.cpu()
+    assert array(np.ones(2)).device is ndl.cpu()  # numpy 2's ndarray.device ("cpu") is not mistaken for a needle device
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        NDArray([1.0], device="tpu")

@@ -1,20 +1,22 @@
 """Module-level array functions, the course's ``array_api``: each takes and returns NDArrays."""
-from .device import default_device, resolve_dtype
+from .device import as_device, resolve_dtype
 from .ndarray import NDArray, _wrap
 
 
 def array(a, dtype="float32", device=None):
     """An NDArray holding ``a`` on ``device`` (default: CPU), as ``dtype``."""
-    return NDArray(a, device=device or getattr(a, "device", None) or default_device(), dtype=dtype)
+    if device is None:
+        device = a.device if isinstance(a, NDArray) else None  # None: where the array lives, else the CPU
+    return NDArray(a, device=device, dtype=dtype)
 
 
 def empty(shape, dtype="float32", device=None):
-    device = device or default_device()
+    device = as_device(device)
     return NDArray.make(device.empty(shape, dtype), device)
 
 
 def full(shape, fill_value, dtype="float32", device=None):
-    device = device or default_device()
+    device = as_device(device)
     return NDArray.make(device.full(shape, fill_value, dtype), device)
 
 

@@ -5,7 +5,7 @@ the operation itself does not need. Strides are reported in elements, as the cou
 """
 import numpy
 
-from .device import Device, cpu, resolve_dtype
+from .device import Device, as_device, cpu, resolve_dtype
 
 
 class NDArray:
@@ -29,6 +29,8 @@ class NDArray:
     __array_priority__ = 1000  # numpy defers mixed arithmetic to NDArray's operators
 
     def __init__(self, other, device=None, dtype=None):
+        if device is not None and device.__class__ is not Device:
+            device = as_device(device)  # a name: "cpu", "cuda"
         if isinstance(other, NDArray):
             device = device or other.device
             raw = other.raw if device is other.device else _move(other.raw, device)
@@ -100,7 +102,9 @@ class NDArray:
         return host.copy() if copy else host
 
     def to(self, device):
-        """This array on ``device`` (itself when already there)."""
+        """This array on ``device`` (a Device or a name such as "cpu"; itself when already there)."""
+        if device.__class__ is not Device:
+            device = as_device(device)
         return self if device is self.device else NDArray.make(_move(self.raw, device), device)
 
     def astype(self, dtype, copy=True):
