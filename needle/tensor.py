@@ -88,7 +88,9 @@ def _to_array(array, device, dtype):
             f"(rows of different lengths?): {error}"
         ) from error
     check_numeric_dtype(host.dtype, _describe(array))
-    return NDArray.make(device.array(host, dtype=dtype or _FLOAT32), device)
+    if dtype is None and not hasattr(array, "dtype"):
+        dtype = _FLOAT32  # lists and Python numbers become float32, as in the course
+    return NDArray.make(device.array(host, dtype=dtype), device)
 
 
 def _check_flag(value, name):

@@ -173,7 +173,13 @@ class MatMul(TensorOp):
                 f"MatMul: shapes {a.shape} @ {b.shape} do not fit: "
                 f"the last axis of the first ({a.shape[-1]}) must equal the second-last of the second ({b.shape[-2]})"
             )
-        return a @ b
+        try:
+            return a @ b
+        except ValueError as error:
+            raise ValueError(
+                f"MatMul: shapes {a.shape} @ {b.shape} do not fit: the batch axes {a.shape[:-2]} and "
+                f"{b.shape[:-2]} must be equal or broadcastable (size 1 or missing)"
+            ) from error
 
     def gradient(self, out_grad, node):
         # NOTE: with C = A' @ B' (A' = A or A^T, B' likewise), dA' = G B'^T and dB' = A'^T G;
