@@ -196,15 +196,7 @@ class Module:
 
     def __repr__(self):
         """A PyTorch-style tree: the module's settings, then each submodule as ``(name): repr``."""
-        extra = self.extra_repr()
-        children = self.named_children()
-        if not children:
-            return f"{type(self).__name__}({extra})"
-        lines = [extra] if extra else []
-        for name, child in children:
-            lines.append(f"({name}): " + repr(child).replace("\n", "\n  "))
-        body = "\n".join("  " + line for line in lines)
-        return f"{type(self).__name__}(\n{body}\n)"
+        return _module_tree(self, frozenset())
 
     def state_dict(self):
         """Parameters and buffers as an ordered dict of name -> numpy copy.
@@ -259,6 +251,25 @@ class Module:
             device, dtype = tensor.device, tensor.dtype
             raw = device.from_host(numpy.array(host, dtype=dtype, copy=True), dtype)
             tensor.data = Tensor.make_const(NDArray.make(raw, device))
+
+
+def _module_tree(module, ancestors):
+    """``module``'s repr tree; a module that contains one of its ``ancestors`` prints it as ``Name(...)``."""
+    name = type(module).__name__
+    if id(module) in ancestors:
+        return f"{name}(...)"
+    extra = module.extra_repr()
+    children = module.named_children()
+    if not children:
+        return f"{name}({extra})"
+    ancestors = ancestors | {id(module)}
+    lines = [extra] if extra else []
+    for child_name, child in children:
+        own_repr = type(child).__repr__ is not Module.__repr__
+        text = repr(child) if own_repr else _module_tree(child, ancestors)
+        lines.append(f"({child_name}): " + text.replace("\n", "\n  "))
+    body = "\n".join("  " + line for line in lines)
+    return f"{name}(\n{body}\n)"
 
 
 def _to_host(value):

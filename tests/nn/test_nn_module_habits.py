@@ -59,6 +59,14 @@ def test_repr_of_a_leaf_module_and_a_custom_extra_repr():
     assert repr(nn.Sequential(Scale(2))) == "Sequential(\n  (0): Scale(factor=2)\n)"
 
 
+def test_repr_of_a_module_cycle_stops_at_the_repeated_module():
+    parent = nn.Sequential(nn.ReLU())
+    child = nn.Identity()
+    child.owner = parent  # a back-reference, as some course code keeps
+    parent.modules = (child,)
+    assert repr(parent) == "Sequential(\n  (0): Identity(\n    (owner): Sequential(...)\n  )\n)"
+
+
 def test_named_children_lists_direct_submodules_once():
     model = Net()
     names = [name for name, _ in model.named_children()]
