@@ -358,7 +358,10 @@ class TensorTuple(Value):
         return iter(self.tuple())
 
     def __repr__(self):
-        return "needle.TensorTuple" + str(self.tuple())
+        # NOTE: printed from the arrays, so printing makes no TupleGetItem nodes.
+        items = ", ".join(f"needle.Tensor({array})" for array in self.realize_cached_data())
+        op = "" if self.op is None else f", op={type(self.op).__name__}"
+        return f"needle.TensorTuple({items}{op})"
 
     def __str__(self):
         return self.__repr__()

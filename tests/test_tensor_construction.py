@@ -202,6 +202,13 @@ def test_repr_of_the_lecture_graph():
     assert repr(v4) == "needle.Tensor([2.], op=EWiseMul)"
 
 
+def test_repr_of_a_tensor_tuple_names_its_op_once():
+    a = ndl.Tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert repr(ndl.ops.split(a, 0)) == "needle.TensorTuple(needle.Tensor([1. 2.]), needle.Tensor([3. 4.]), op=Split)"
+    with ndl.no_grad():
+        assert repr(ndl.ops.make_tuple(a)) == "needle.TensorTuple(needle.Tensor([[1. 2.]\n [3. 4.]]))"
+
+
 def test_repr_stays_short_for_large_tensors():
     assert len(repr(ndl.Tensor(np.zeros((100, 100)))).splitlines()) < 10
 
