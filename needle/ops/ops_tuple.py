@@ -82,8 +82,10 @@ class FusedAddScalars(TensorTupleOp):
     """``(a + c0, a + c1)`` as one node: the course's example of an op with two outputs."""
 
     def __init__(self, c0: float, c1: float):
-        self.c0 = c0
-        self.c1 = c1
+        from ._shapes import python_scalar
+
+        self.c0 = python_scalar(c0, "FusedAddScalars")
+        self.c1 = python_scalar(c1, "FusedAddScalars")
 
     def compute(self, a):
         return a + self.c0, a + self.c1

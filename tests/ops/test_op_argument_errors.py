@@ -75,6 +75,7 @@ CASES = [
     ("logsumexp-float", lambda a, d: ops.logsumexp(a, 1.5), TypeError, r"LogSumExp: axes .* got float 1.5"),
     ("logsoftmax-axis", lambda a, d: ops.logsoftmax(a, 5), IndexError, r"LogSoftmax: axis 5 is out of range"),
     ("logsoftmax-tuple", lambda a, d: ops.logsoftmax(a, (0, 1)), TypeError, r"LogSoftmax: axis must be an int, got tuple"),
+    ("fused-add-scalars-str", lambda a, d: ops.fused_add_scalars(a, "1", 2), TypeError, r"FusedAddScalars takes a Python number, got str"),
     ("linear-features", lambda a, d: ops.linear(a, ndl.Tensor(np.ones((4, 5)), device=d)), ValueError, r"LinearOp: input has 3 features"),
     ("cross-entropy-shapes", lambda a, d: ops.softmax_cross_entropy(a, ndl.Tensor([1.0], device=d)), ValueError, r"SoftmaxCrossEntropy needs logits of shape \(batch, classes\)"),
 ]
