@@ -330,7 +330,11 @@ class Tensor(Value):
     def __sub__(self, other):
         if isinstance(other, Tensor):
             return ops.EWiseAdd()(self, ops.Negate()(other))
-        return ops.AddScalar(-other)(self)
+        try:
+            negated = -other
+        except TypeError:
+            negated = other  # not a number: AddScalar's error names its type
+        return ops.AddScalar(negated)(self)
 
     def __rsub__(self, other):
         return ops.AddScalar(other)(ops.Negate()(self))

@@ -50,6 +50,8 @@ CASES = [
     ("exp-str", lambda a, d: ops.exp("x"), TypeError, r"Exp: input 0 is str 'x', not a Tensor"),
     ("add-shapes", lambda a, d: a + ndl.Tensor(np.ones((4, 5)), device=d), ValueError, r"EWiseAdd: .*\(2, 3\), \(4, 5\)"),
     ("add-scalar-str", lambda a, d: a + "1", TypeError, r"AddScalar takes a Python number, got str"),
+    ("sub-scalar-str", lambda a, d: a - "1", TypeError, r"AddScalar takes a Python number, got str"),
+    ("rsub-scalar-list", lambda a, d: [1] - a, TypeError, r"AddScalar takes a Python number, got list"),
     ("mul-scalar-complex", lambda a, d: a * 1j, TypeError, r"MulScalar takes a Python number, got complex"),
     ("div-scalar-none", lambda a, d: a / None, TypeError, r"DivScalar takes a Python number, got NoneType"),
     ("power-scalar-str", lambda a, d: a ** "2", TypeError, r"PowerScalar takes a Python number, got str"),
