@@ -143,20 +143,46 @@ class TensorOp(Op):
     """An op whose output is a Tensor."""
 
     def __call__(self, *args):
-        return Tensor.make_from_op(self, args)
+        try:
+            return Tensor.make_from_op(self, args)
+        except AttributeError:
+            _check_inputs_are_values(self, args)
+            raise
 
 
 class TensorTupleOp(Op):
     """An op whose output is a TensorTuple."""
 
     def __call__(self, *args):
-        return TensorTuple.make_from_op(self, args)
+        try:
+            return TensorTuple.make_from_op(self, args)
+        except AttributeError:
+            _check_inputs_are_values(self, args)
+            raise
+
+
+def _check_inputs_are_values(op, args):
+    """Raise TypeError naming the first input that is not a Tensor (checked only after a failure)."""
+    for position, arg in enumerate(args):
+        if not isinstance(arg, Value):
+            raise TypeError(
+                f"{type(op).__name__}: input {position} is {type(arg).__name__} {repr(arg)[:40]}, "
+                "not a Tensor: wrap it first, e.g. ndl.Tensor(x, requires_grad=False)"
+            )
 
 
 def _compute(op, inputs):
     arrays = [x.cached_data if x.cached_data is not None else x.realize_cached_data() for x in inputs]
     try:
         return op.compute(*arrays)
+    except OverflowError as error:
+        dtypes = ", ".join(str(getattr(a, "dtype", type(a).__name__)) for a in arrays)
+        scalar = getattr(op, "scalar", None)
+        number = "" if scalar is None else f" {str(scalar)[:30]}"
+        raise OverflowError(
+            f"{type(op).__name__}: the number{number} does not fit the tensor's dtype ({dtypes}): {error}; "
+            "use a smaller number or convert the tensor first, e.g. ndl.Tensor(t, dtype='float64')"
+        ) from error
     except (ValueError, TypeError) as error:
         if str(error).startswith(type(op).__name__):
             raise  # the op already named itself and the shapes
@@ -332,7 +358,10 @@ class TensorTuple(Value):
         return iter(self.tuple())
 
     def __repr__(self):
-        return "needle.TensorTuple" + str(self.tuple())
+        # NOTE: printed from the arrays, so printing makes no TupleGetItem nodes.
+        items = ", ".join(f"needle.Tensor({array})" for array in self.realize_cached_data())
+        op = "" if self.op is None else f", op={type(self.op).__name__}"
+        return f"needle.TensorTuple({items}{op})"
 
     def __str__(self):
         return self.__repr__()

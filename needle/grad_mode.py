@@ -29,11 +29,25 @@ def is_grad_enabled():
 
 
 class _GradModeSwitch:
-    """Sets grad mode on entry and restores the previous mode on exit; also a decorator."""
+    """Sets grad mode on entry and restores the previous mode on exit; also a decorator.
+
+    Used bare (``@no_grad``) it decorates the function at once; called (``@no_grad()``) it
+    returns a switch that decorates, or works as a context manager.
+    """
 
     mode = True
 
-    def __init__(self):
+    def __new__(cls, function=None):
+        if function is None:
+            return super().__new__(cls)
+        if not callable(function):
+            raise TypeError(
+                f"{cls.__name__}() takes no arguments, got {type(function).__name__} {function!r}: "
+                f"use 'with {cls.__name__}():' or decorate with @{cls.__name__} or @{cls.__name__}()"
+            )
+        return super().__new__(cls)(function)  # the bare decorator: @no_grad
+
+    def __init__(self, function=None):
         self._saved = []
 
     def __enter__(self):
@@ -74,6 +88,11 @@ class no_grad(_GradModeSwitch):
         ...     return x * w
         >>> predict(w).requires_grad
         False
+        >>> @ndl.no_grad  # the bare decorator works too
+        ... def predict_bare(x):
+        ...     return x * w
+        >>> predict_bare(w).requires_grad
+        False
     """
 
     mode = False
@@ -102,6 +121,9 @@ class set_grad_enabled(_GradModeSwitch):
         ...     ndl.is_grad_enabled()
         False
     """
+
+    def __new__(cls, mode):
+        return object.__new__(cls)
 
     def __init__(self, mode):
         super().__init__()

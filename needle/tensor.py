@@ -1,20 +1,68 @@
 """Tensor: the Value users hold, with operators, conversion and ``backward``."""
+from typing import Sequence
+
 import numpy
 
 from . import autograd, backend_selection
 from .autograd import Value
-from .backend_ndarray import NDArray, device_of, resolve_dtype
+from .backend_ndarray import Device, NDArray, as_device, device_of, resolve_dtype
 from .backward import compute_gradient_data, compute_gradient_of_variables
+
+# NOTE: a Tensor holds real numbers or booleans: numpy kinds b(ool), i(nt), u(nsigned), f(loat).
+_NUMERIC_KINDS = "biuf"
+_DTYPE_FIXES = {
+    "c": "keep the real part (x.real) or split real and imaginary parts into two tensors",
+    "O": "some elements are not numbers (None, strings, lists); replace them with numbers",
+    "U": "strings are not parsed: convert them first, e.g. numpy.asarray(x, dtype='float32')",
+    "S": "bytes are not parsed: convert them first, e.g. numpy.asarray(x, dtype='float32')",
+    "M": "convert dates to numbers first, e.g. x.astype('int64') (ticks since the epoch)",
+    "m": "convert durations to numbers first, e.g. x / numpy.timedelta64(1, 's') (seconds)",
+    "V": "structured arrays are not supported: pass one numeric field, e.g. x['field']",
+}
+
+
+def check_numeric_dtype(dtype: numpy.dtype, given: str) -> None:
+    """Raise TypeError unless ``dtype`` is a real number or bool type; ``given`` says what it came from."""
+    if dtype.kind in _NUMERIC_KINDS:
+        return
+    fix = _DTYPE_FIXES.get(dtype.kind, "pass real numbers or booleans")
+    raise TypeError(
+        f"Tensor needs numbers: got dtype {dtype} from {given}, which is not a real number or "
+        f"bool type; {fix}"
+    )
+
+
+def _describe(array) -> str:
+    """A short description of a constructor argument for error messages."""
+    text = repr(array)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(array).__name__} {text}"
+
+
+def _copy_of(data: NDArray, device, dtype) -> NDArray:
+    """A new array with ``data``'s values on ``device`` as ``dtype`` (each None: keep ``data``'s)."""
+    device = device or data.device
+    if device is not data.device:
+        data = data.to(device)  # a copy on the other device
+        return data if dtype is None or dtype == data.dtype else data.astype(dtype)
+    if dtype is not None and dtype != data.dtype:
+        return data.astype(dtype)
+    return NDArray.wrap(data.raw.copy(), data.device)
 
 
 def _to_array(array, device, dtype):
     """An NDArray on ``device`` from numpy/CuPy arrays, NDArrays or nested lists."""
+    if dtype is not None:
+        check_numeric_dtype(dtype, f"dtype={dtype.name!r}")
     if isinstance(array, NDArray):
+        check_numeric_dtype(array.dtype, "NDArray")
         data = array.to(device)
         if dtype is not None and data.dtype != dtype:
             data = data.astype(dtype)
         return data
     if isinstance(array, (numpy.generic, numpy.ndarray)) or hasattr(array, "__cuda_array_interface__"):
+        check_numeric_dtype(array.dtype, f"{type(array).__module__}.{type(array).__name__}")
         if dtype is None:
             dtype = backend_selection.default_dtype(array)  # float32 under "nd", numpy's under "np"
         data = NDArray(array, device=device, dtype=dtype)
@@ -26,53 +74,74 @@ def _to_array(array, device, dtype):
         return data
     if isinstance(array, (str, bytes, dict, set)) or array is None:
         raise TypeError(
-            f"Tensor needs numbers: got {type(array).__name__} {array!r}; "
+            f"Tensor needs numbers: got {_describe(array)}; "
             "pass a number, a (nested) list of numbers, or a numpy array"
         )
-    if dtype is None:
-        dtype = backend_selection.default_dtype(array)
     try:
-        raw = device.array(numpy.asarray(array) if dtype is None else array, dtype=dtype)
+        host = numpy.asarray(array)  # the elements' own dtype, to refuse strings and None
     except (ValueError, TypeError) as error:
         raise TypeError(
-            f"Tensor needs numbers: could not make an array from {type(array).__name__} "
-            f"{str(array)[:80]}: {error}"
+            f"Tensor needs numbers: could not make an array from {_describe(array)} "
+            f"(rows of different lengths?): {error}"
         ) from error
-    if raw.dtype.kind not in "biuf":
-        raise TypeError(f"Tensor needs numbers: got elements of dtype {raw.dtype} from {str(array)[:80]}")
-    return NDArray.wrap(raw, device)
+    check_numeric_dtype(host.dtype, _describe(array))
+    if dtype is None:
+        dtype = backend_selection.default_dtype(array)  # lists: float32 under "nd", numpy's under "np"
+    return NDArray.wrap(device.array(host, dtype=dtype), device)
+
+
+def _check_flag(value, name):
+    """``value`` as a bool, refusing anything but True/False (a typo'd ``"False"`` would be true)."""
+    if isinstance(value, (bool, numpy.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {_describe(value)}")
+
 
 
 class Tensor(Value):
     """An n-dimensional array that records the operations applied to it.
 
     Args:
-        array: numbers (a Tensor, NDArray, numpy or CuPy array, or nested lists).
-        device: ``ndl.cpu()`` (default) or ``ndl.cuda()``.
+        array: real numbers or booleans: a Tensor, NDArray, numpy or CuPy array, a number or
+            nested lists. The values are copied (``Tensor(t)`` of a Tensor too); ``t.detach()``
+            shares them, and so does wrapping an NDArray (``Tensor(ndl.NDArray(a))``), the way
+            to share memory on purpose. Complex, string, object and date arrays are refused.
+        device: ``ndl.cpu()`` (default), ``ndl.cuda()``, or a name: "cpu", "cuda", "cuda:0".
         dtype: element type; by default lists and float64 arrays become float32 (numpy's inferred
             dtype under ``NEEDLE_BACKEND=np``, see :mod:`needle.backend_selection`).
         requires_grad: whether ``backward`` computes a gradient for it (default True).
+
+    Raises:
+        TypeError: for data that is not real numbers or booleans, naming the dtype it got, and
+            for any keyword other than ``device``, ``dtype`` and ``requires_grad``.
 
     Example:
         >>> import needle as ndl
         >>> x = ndl.Tensor([[1.0, 2.0]], requires_grad=True)
         >>> y = (x * x).sum()
         >>> y.backward()
-        >>> x.grad
-        needle.Tensor([[2. 4.]])
+        >>> x.grad  # an op result: the course's gradients are graphs themselves
+        needle.Tensor([[2. 4.]], op=EWiseAdd)
+        >>> snapshot = ndl.Tensor(x)  # a copy: later changes to x do not reach it
+        >>> x.data = x * 0
+        >>> snapshot
+        needle.Tensor([[1. 2.]])
     """
 
     __slots__ = ()
     __array_priority__ = 1000  # a numpy scalar on the left (np.float64(2) * t) defers to Tensor's operators
 
-    def __init__(self, array, *, device=None, dtype=None, requires_grad=True, **kwargs):
+    def __init__(self, array, *, device: "Device | str | None" = None, dtype=None, requires_grad: bool = True):
         if dtype is not None:
             dtype = resolve_dtype(dtype)
+        if device is not None:
+            device = as_device(device)
+        requires_grad = _check_flag(requires_grad, "requires_grad")
         if isinstance(array, Tensor):
             data = array.realize_cached_data()
-            device = device or data.device
-            if device is not data.device or (dtype is not None and dtype != data.dtype):
-                data = _to_array(data, device, dtype)
+            if dtype is not None:
+                check_numeric_dtype(dtype, f"dtype={dtype.name!r}")
+            data = _copy_of(data, device, dtype)
         else:
             data = _to_array(array, device or device_of(array), dtype)
         self._init(None, (), cached_data=data, requires_grad=requires_grad)
@@ -149,19 +218,40 @@ class Tensor(Value):
         return bool(data.raw.item())
 
     def __len__(self):
-        return self.shape[0]
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d tensor: it has no first axis; use .item() for its value")
+        return shape[0]
 
     def __array__(self, dtype=None, copy=None):
         return self.realize_cached_data().__array__(dtype, copy)
 
     def __repr__(self):
-        return "needle.Tensor(" + str(self.realize_cached_data()) + ")"
+        """``needle.Tensor(values)``, with the device when not the CPU and the op that made it, if any."""
+        data = self.realize_cached_data()
+        text = "needle.Tensor(" + str(data)
+        if data.device.name != "cpu":
+            text += f", device={data.device!r}"
+        if self.op is not None:
+            text += f", op={type(self.op).__name__}"
+        return text + ")"
 
     def __str__(self):
         return str(self.realize_cached_data())
 
-    def to(self, device):
-        """This tensor's values on ``device`` (a new leaf; itself when already there)."""
+    def to(self, device: "Device | str") -> "Tensor":
+        """This tensor's values on ``device`` (a new leaf; itself when already there).
+
+        Args:
+            device: ``ndl.cpu()``, ``ndl.cuda()`` or a name: "cpu", "cuda", "cuda:0".
+
+        Example:
+            >>> import needle as ndl
+            >>> t = ndl.Tensor([1.0])
+            >>> t.to("cpu") is t
+            True
+        """
+        device = as_device(device)
         if device is self.device:
             return self
         return Tensor(self, device=device, requires_grad=self.requires_grad)
@@ -229,7 +319,11 @@ class Tensor(Value):
     def __sub__(self, other):
         if isinstance(other, Tensor):
             return ops.EWiseAdd()(self, ops.Negate()(other))
-        return ops.AddScalar(-other)(self)
+        try:
+            negated = -other
+        except TypeError:
+            negated = other  # not a number: AddScalar's error names its type
+        return ops.AddScalar(negated)(self)
 
     def __rsub__(self, other):
         return ops.AddScalar(other)(ops.Negate()(self))
@@ -251,17 +345,30 @@ class Tensor(Value):
     def matmul(self, other):
         return ops.MatMul()(self, other)
 
-    def sum(self, axes=None):
+    def sum(self, axes: "int | Sequence[int] | None" = None) -> "Tensor":
+        """Sum over ``axes`` (None: all; an int; or a tuple of ints)."""
         return ops.Summation(axes)(self)
 
-    def broadcast_to(self, shape):
+    def broadcast_to(self, shape: "int | Sequence[int]") -> "Tensor":
+        """Repeat along axes of size 1 (and new leading axes) to reach ``shape``."""
         return ops.BroadcastTo(shape)(self)
 
-    def reshape(self, shape):
-        return ops.Reshape(shape)(self)
+    def reshape(self, *shape: "int | Sequence[int]") -> "Tensor":
+        """The same elements in a new shape: ``t.reshape((2, 3))``, ``t.reshape(2, 3)`` or ``t.reshape(6)``.
 
-    def transpose(self, axes=None):
-        return ops.Transpose(axes)(self)
+        Example:
+            >>> import needle as ndl
+            >>> t = ndl.Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+            >>> t.reshape(6).shape, t.reshape(3, 2).shape, t.reshape((-1,)).shape
+            ((6,), (3, 2), (6,))
+        """
+        return ops.Reshape(_one_shape(shape, "reshape"))(self)
+
+    def transpose(self, *axes: "int | Sequence[int]") -> "Tensor":
+        """Swap two axes (the last two by default): ``t.transpose()``, ``t.transpose((0, 1))``, ``t.transpose(0, 1)``."""
+        if not axes:
+            return ops.Transpose(None)(self)
+        return ops.Transpose(_one_shape(axes, "transpose"))(self)
 
     def exp(self):
         return ops.Exp()(self)
@@ -277,6 +384,15 @@ class Tensor(Value):
 
     def sigmoid(self):
         return ops.Sigmoid()(self)
+
+
+def _one_shape(arguments, method):
+    """The shape given to ``t.reshape(...)``: one tuple/list/int, or several ints (PyTorch's ``reshape(2, 3)``)."""
+    if len(arguments) == 1:
+        return arguments[0]
+    if not arguments:
+        raise TypeError(f"Tensor.{method}() needs a shape, e.g. t.{method}((2, 3)) or t.{method}(2, 3)")
+    return arguments
 
 
 from . import ops  # noqa: E402  (ops build on Tensor)

@@ -189,3 +189,43 @@ def test_lazy_mode_under_no_grad_computes_at_once():
         assert y.cached_data is not None and y.op is None
     finally:
         needle.autograd.LAZY_MODE = saved
+
+
+def test_bare_decorators_work_like_called_ones(device):
+    x = ndl.Tensor([1.0], device=device)
+
+    @ndl.no_grad
+    def evaluate(t):
+        assert not ndl.is_grad_enabled()
+        return t * 2
+
+    @ndl.enable_grad
+    def train_step(t):
+        assert ndl.is_grad_enabled()
+        return t * 2
+
+    assert ndl.is_grad_enabled(), "decorating must not change the mode"
+    assert evaluate(x).requires_grad is False
+    assert evaluate.__name__ == "evaluate" and callable(evaluate)
+    with ndl.no_grad():
+        assert train_step(x).requires_grad is True
+        assert not ndl.is_grad_enabled()
+    assert evaluate(evaluate(x)).requires_grad is False
+    assert ndl.is_grad_enabled()
+
+
+def test_bare_decorator_restores_the_flag_after_an_exception():
+    @ndl.no_grad
+    def fails():
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError):
+        fails()
+    assert ndl.is_grad_enabled()
+
+
+@pytest.mark.parametrize("switch", [ndl.no_grad, ndl.enable_grad])
+def test_a_non_callable_argument_says_how_to_use_the_switch(switch):
+    with pytest.raises(TypeError, match=rf"{switch.__name__}\(\) takes no arguments, got int 3"):
+        switch(3)
+    assert ndl.is_grad_enabled()

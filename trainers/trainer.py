@@ -293,11 +293,7 @@ def _length(loader):
 
 
 def _resolve_device(device):
-    if isinstance(device, str):
-        if device not in ("cpu", "cuda"):
-            raise ValueError(f"Trainer device must be 'cpu', 'cuda' or a needle device; got device={device!r}")
-        return needle.cpu() if device == "cpu" else needle.cuda()
-    return device
+    return None if device is None else needle.backend_ndarray.as_device(device)
 
 
 def _make_monitor(monitor, device):

@@ -1,5 +1,5 @@
 """needle's device-abstracted array: one NDArray interface over numpy (CPU) and CuPy (CUDA)."""
-from .device import Device, all_devices, cpu, cuda, default_device, device_of, resolve_dtype
+from .device import Device, all_devices, as_device, cpu, cuda, default_device, device_of, resolve_dtype
 from .ndarray import NDArray
 from .course_api import BackendDevice, cpu_numpy
 from .handles import Handle

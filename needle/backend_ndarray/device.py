@@ -238,6 +238,39 @@ def default_device():
     return _CPU
 
 
+def as_device(spec: "Device | str | None") -> Device:
+    """The device named by ``spec``: a Device, "cpu", "cuda" or "cuda:0"; None means the default.
+
+    Every public function that takes ``device=`` resolves it here, so strings work everywhere
+    (``tensor.to("cpu")``, ``model.to("cuda")``, ``init.zeros(2, device="cpu")``). A CUDA device
+    is returned even where CuPy is missing; using it raises the error that says why.
+
+    Example:
+        >>> import needle as ndl
+        >>> from needle.backend_ndarray import as_device
+        >>> as_device("cpu") is ndl.cpu(), as_device(None) is ndl.cpu(), as_device(ndl.cpu()) is ndl.cpu()
+        (True, True, True)
+    """
+    if spec is None:
+        return default_device()
+    if isinstance(spec, Device):
+        return spec
+    if isinstance(spec, str):
+        name = spec.strip().lower()
+        if name == "cpu":
+            return cpu()
+        if name in ("cuda", "cuda:0"):
+            return cuda()
+        raise ValueError(
+            f"unknown device {spec!r}: use 'cpu', 'cuda' (needle uses one GPU, 'cuda:0'), "
+            "ndl.cpu() or ndl.cuda()"
+        )
+    raise TypeError(
+        f"device must be a needle device or a string such as 'cpu' or 'cuda', "
+        f"got {type(spec).__name__} {spec!r}"
+    )
+
+
 def all_devices():
     """Every device this build knows, enabled or not."""
     return [cpu(), cuda()]

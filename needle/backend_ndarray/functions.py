@@ -1,7 +1,7 @@
 """Module-level array functions, the course's ``array_api``: each takes and returns NDArrays."""
 import numpy
 
-from .device import default_device, device_of, resolve_dtype
+from .device import as_device, device_of, resolve_dtype
 from .ndarray import NDArray, _wrap
 
 
@@ -18,7 +18,7 @@ def array(a, dtype="float32", device=None):
         >>> nd.array(np.arange(3)).dtype, nd.array(np.arange(3), dtype=None).dtype
         (dtype('float32'), dtype('int64'))
     """
-    made = NDArray(a, device=device or device_of(a), dtype=dtype)
+    made = NDArray(a, device=device_of(a) if device is None else as_device(device), dtype=dtype)
     if _may_share_memory(made, a):
         made = NDArray.wrap(made.raw.copy(), made.device)
     return made
@@ -35,12 +35,12 @@ def _may_share_memory(made: NDArray, source) -> bool:
 
 
 def empty(shape, dtype="float32", device=None):
-    device = device or default_device()
+    device = as_device(device)
     return NDArray.wrap(device.empty(shape, dtype), device)
 
 
 def full(shape, fill_value, dtype="float32", device=None):
-    device = device or default_device()
+    device = as_device(device)
     return NDArray.wrap(device.full(shape, fill_value, dtype), device)
 
 

@@ -8,7 +8,7 @@ course's internals (``_handle``, ``_offset``, ``make``, ``flat``, ``process_slic
 import numpy
 
 from .course_api import CourseArrayInterface
-from .device import Device, device_of, resolve_dtype
+from .device import Device, as_device, device_of, resolve_dtype
 
 
 class NDArray(CourseArrayInterface):
@@ -32,6 +32,8 @@ class NDArray(CourseArrayInterface):
     __array_priority__ = 1000  # numpy defers mixed arithmetic to NDArray's operators
 
     def __init__(self, other, device=None, dtype=None):
+        if device is not None and not isinstance(device, Device):
+            device = as_device(device)  # a name: "cpu", "cuda"
         if isinstance(other, NDArray):
             device = device or other.device
             raw = other.raw if device is other.device else _move(other.raw, device)
@@ -50,7 +52,7 @@ class NDArray(CourseArrayInterface):
     def wrap(cls, raw, device: Device) -> "NDArray":
         """Wrap ``raw`` (an array of ``device``'s module) without checks or copies.
 
-        (The course's ``NDArray.wrap(shape, strides, device, handle, offset)`` is in
+        (The course's ``NDArray.make(shape, strides, device, handle, offset)`` is in
         :mod:`needle.backend_ndarray.course_api`.)
         """
         array = cls.__new__(cls)
@@ -107,7 +109,9 @@ class NDArray(CourseArrayInterface):
         return host.copy() if copy else host
 
     def to(self, device):
-        """This array on ``device`` (itself when already there)."""
+        """This array on ``device`` (a Device or a name such as "cpu"; itself when already there)."""
+        if not isinstance(device, Device):
+            device = as_device(device)
         return self if device is self.device else NDArray.wrap(_move(self.raw, device), device)
 
     def astype(self, dtype, copy=True):

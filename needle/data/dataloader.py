@@ -130,15 +130,10 @@ def _read_only(array):
 
 
 def _resolve_device(device):
-    """A needle device from None, "cpu", "cuda" or a device; raise if it is unavailable."""
+    """A needle device from None, a name ("cpu", "cuda", "cuda:0") or a device; raise if it is unavailable."""
     import needle
 
-    if device is None:
-        device = needle.default_device()
-    elif isinstance(device, str):
-        if device not in ("cpu", "cuda"):
-            raise ValueError(f"DataLoader device must be 'cpu', 'cuda' or a needle device; got {device!r}")
-        device = needle.cpu() if device == "cpu" else needle.cuda()
+    device = needle.backend_ndarray.as_device(device)
     if not device.enabled():
         try:
             device.xp  # the device's own error says why (e.g. CuPy missing)

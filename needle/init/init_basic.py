@@ -6,7 +6,7 @@ Random draws always come from numpy's global generator on the host (then move to
 import numpy
 
 from ..autograd import Tensor
-from ..backend_ndarray import NDArray, default_device, device_of, resolve_dtype
+from ..backend_ndarray import NDArray, as_device, default_device, device_of, resolve_dtype
 
 
 def _shape(shape):
@@ -16,7 +16,7 @@ def _shape(shape):
 
 
 def _tensor(host_or_raw, device, dtype, requires_grad):
-    device = device or default_device()
+    device = as_device(device)
     raw = device.from_host(host_or_raw, dtype) if isinstance(host_or_raw, numpy.ndarray) else host_or_raw
     return Tensor.make_const(NDArray.wrap(raw, device), requires_grad=requires_grad)
 
@@ -42,7 +42,7 @@ def randn(*shape, mean=0.0, std=1.0, device=None, dtype="float32", requires_grad
 
 def constant(*shape, c=1.0, device=None, dtype="float32", requires_grad=False):
     """A tensor of ``shape`` filled with ``c``."""
-    device = device or default_device()
+    device = as_device(device)
     return _tensor(device.full(_shape(shape), c, dtype), device, dtype, requires_grad)
 
 
@@ -71,10 +71,10 @@ def one_hot(n, i, device=None, dtype="float32", requires_grad=False):
         [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
     """
     if isinstance(i, Tensor):
-        device = device or i.device
+        device = i.device if device is None else as_device(device)
         labels = i.realize_cached_data().raw
     else:
-        device = device or default_device()
+        device = as_device(device)
         labels = i.raw if isinstance(i, NDArray) else device.array(i, dtype="int64")
     labels = device.xp.asarray(labels)
     return _tensor(device.one_hot(n, labels, dtype=resolve_dtype(dtype)), device, dtype, requires_grad)

@@ -1,6 +1,30 @@
 """Basic layers: Identity, Linear, Flatten, activations, Sequential, Residual, Dropout."""
+import numbers
+
 from .. import init, ops
 from .module import Module, Parameter
+
+
+def _positive_int(value, name, layer):
+    """``value`` as an int of at least 1, or an error naming ``layer``'s argument ``name``."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{layer}: {name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{layer}: {name} must be at least 1, got {name}={value}")
+    return int(value)
+
+
+def _flag(value, name, layer):
+    if not isinstance(value, bool):
+        raise TypeError(f"{layer}: {name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _module(value, name, layer):
+    if not isinstance(value, Module):
+        hint = " (unpack a list with nn.Sequential(*layers))" if isinstance(value, (list, tuple)) else ""
+        raise TypeError(f"{layer}: {name} must be an nn.Module, got {type(value).__name__}{hint}")
+    return value
 
 
 class Identity(Module):
@@ -30,8 +54,11 @@ class Linear(Module):
         ((1, 2), (1, 2))
     """
 
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype="float32"):
         super().__init__()
+        in_features = _positive_int(in_features, "in_features", "Linear")
+        out_features = _positive_int(out_features, "out_features", "Linear")
+        _flag(bias, "bias", "Linear")
         self.in_features = in_features
         self.out_features = out_features
         self.weight = Parameter(init.kaiming_uniform(in_features, out_features, device=device, dtype=dtype))
@@ -42,6 +69,9 @@ class Linear(Module):
 
     def forward(self, X):
         return ops.linear(X, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
 class Flatten(Module):
@@ -102,6 +132,8 @@ class Sequential(Module):
 
     def __init__(self, *modules):
         super().__init__()
+        for position, module in enumerate(modules):
+            _module(module, f"argument {position}", "Sequential")
         self._layers = tuple(modules)
 
     # NOTE: ``modules`` is a property so that it is both the course's tuple and the method.
@@ -141,7 +173,7 @@ class Residual(Module):
 
     def __init__(self, fn):
         super().__init__()
-        self.fn = fn
+        self.fn = _module(fn, "fn", "Residual")
 
     def forward(self, x):
         return self.fn(x) + x
@@ -160,11 +192,16 @@ class Dropout(Module):
         [1.0, 2.0]
     """
 
-    def __init__(self, p=0.5):
+    def __init__(self, p: float = 0.5):
         super().__init__()
+        if not isinstance(p, numbers.Real) or isinstance(p, bool):
+            raise TypeError(f"Dropout: p must be a number in [0, 1], got {type(p).__name__} {p!r}")
         if not 0 <= p <= 1:
             raise ValueError(f"Dropout probability must be in [0, 1], got p={p}")
-        self.p = p
+        self.p = float(p)
+
+    def extra_repr(self):
+        return f"p={self.p}"
 
     def forward(self, x):
         if not self.training or self.p == 0:

@@ -6,7 +6,12 @@ from .module import Module
 class SoftmaxLoss(Module):
     """Mean softmax cross-entropy of logits (batch, classes) against integer labels (batch,).
 
-    One fused node, stable for very large logits.
+    One fused node, stable for very large logits. Labels are class ids: an integer dtype (the
+    DataLoader's uint8 MNIST labels), or floats that are all whole numbers (``ndl.Tensor([0, 2])``
+    is float32). A float label that is not a whole number (1.7, -0.5, NaN) raises ValueError; a
+    label outside ``[0, classes)`` raises an IndexError on the CPU. Integer labels on a GPU are
+    not range-checked (that would wait for the GPU every step): an out-of-range label there
+    makes the loss NaN. See :func:`needle.ops.softmax_cross_entropy`.
 
     Example:
         >>> import needle as ndl

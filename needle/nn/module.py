@@ -9,7 +9,7 @@ import collections
 import numpy
 
 from ..autograd import Tensor
-from ..backend_ndarray import NDArray
+from ..backend_ndarray import Device, NDArray, as_device
 
 
 class Parameter(Tensor):
@@ -83,6 +83,17 @@ class Module:
         """``(name, tensor)`` pairs of the non-learnable state (e.g. BatchNorm running statistics)."""
         return [(name, tensor) for name, tensor, is_buffer in _named_tensors(self) if is_buffer]
 
+    def named_children(self) -> "list[tuple[str, Module]]":
+        """``(name, module)`` for each submodule held directly by this module, each once.
+
+        Names are attribute names, with list indices and dict keys joined by dots (``"layers.0"``);
+        a Sequential names its layers by position (``"0"``).
+        """
+        found, seen = [], {id(self)}
+        for name, value in self._named_attributes():
+            _collect_named_modules(value, name, found, seen)
+        return found
+
     def children(self):
         """The submodules held directly by this module (in attributes, lists, tuples, dicts), each once."""
         found, seen = [], {id(self)}
@@ -126,13 +137,66 @@ class Module:
         return self.train(False)
 
     # ---- devices and state ------------------------------------------------------------------
-    def to(self, device):
-        """Move every parameter and buffer to ``device`` in place (each keeps its identity); returns self."""
+    def to(self, device: "Device | str") -> "Module":
+        """Move every parameter, buffer and gradient to ``device`` in place; returns the module.
+
+        Each tensor keeps its identity, so an optimizer built before still holds the same
+        parameters. Everything is copied first and assigned after, so a failed copy moves nothing.
+
+        Args:
+            device: ``ndl.cpu()``, ``ndl.cuda()`` or a name: "cpu", "cuda", "cuda:0".
+
+        Example:
+            >>> import needle as ndl
+            >>> layer = ndl.nn.Linear(2, 3).to("cpu")
+            >>> layer.weight.device
+            cpu()
+        """
+        device = as_device(device)
+        moved_data, moved_grads = [], []
         for _, tensor, _ in _named_tensors(self):
             data = tensor.realize_cached_data()
             if data.device is not device:
-                tensor.data = Tensor.make_const(data.to(device))
+                moved_data.append((tensor, data.to(device)))
+            grad = tensor.grad
+            if grad is not None and grad.device is not device:
+                moved_grads.append((tensor, grad.realize_cached_data().to(device)))
+        for tensor, data in moved_data:
+            tensor.data = Tensor.make_const(data)
+        for tensor, grad in moved_grads:
+            tensor.grad = Tensor.make_const(grad)
         return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget every parameter's gradient, as PyTorch's ``Module.zero_grad``.
+
+        Args:
+            set_to_none: True (the default) sets ``.grad`` to None; False sets existing
+                gradients to zeros and leaves missing ones None.
+
+        Example:
+            >>> import needle as ndl
+            >>> layer = ndl.nn.Linear(2, 1)
+            >>> layer(ndl.Tensor([[1.0, 2.0]])).sum().backward()
+            >>> layer.zero_grad()
+            >>> layer.weight.grad is None
+            True
+        """
+        for parameter in self.parameters():
+            if set_to_none or parameter.grad is None:
+                parameter.grad = None
+            else:
+                grad = parameter.grad.realize_cached_data()
+                parameter.grad = Tensor.make_const(NDArray.wrap(grad.device.xp.zeros_like(grad.raw), grad.device))
+
+    # ---- printing ---------------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        """The settings shown inside this module's parentheses in ``repr`` (e.g. a layer's sizes)."""
+        return ""
+
+    def __repr__(self):
+        """A PyTorch-style tree: the module's settings, then each submodule as ``(name): repr``."""
+        return _module_tree(self, frozenset())
 
     def state_dict(self):
         """Parameters and buffers as an ordered dict of name -> numpy copy.
@@ -189,6 +253,25 @@ class Module:
             tensor.data = Tensor.make_const(NDArray.wrap(raw, device))
 
 
+def _module_tree(module, ancestors):
+    """``module``'s repr tree; a module that contains one of its ``ancestors`` prints it as ``Name(...)``."""
+    name = type(module).__name__
+    if id(module) in ancestors:
+        return f"{name}(...)"
+    extra = module.extra_repr()
+    children = module.named_children()
+    if not children:
+        return f"{name}({extra})"
+    ancestors = ancestors | {id(module)}
+    lines = [extra] if extra else []
+    for child_name, child in children:
+        own_repr = type(child).__repr__ is not Module.__repr__
+        text = repr(child) if own_repr else _module_tree(child, ancestors)
+        lines.append(f"({child_name}): " + text.replace("\n", "\n  "))
+    body = "\n".join("  " + line for line in lines)
+    return f"{name}(\n{body}\n)"
+
+
 def _to_host(value):
     """A numpy array holding ``value`` (a numpy/CuPy array, NDArray, Tensor, or numbers)."""
     if isinstance(value, Tensor):
@@ -233,6 +316,20 @@ def _walk_value(value, name, found, seen_tensors, seen_modules):
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             _walk_value(item, f"{name}.{index}", found, seen_tensors, seen_modules)
+
+
+def _collect_named_modules(value, name, found, seen):
+    """Append ``(name, module)`` for the Modules directly inside ``value`` (looking into lists, tuples, dicts)."""
+    if isinstance(value, Module):
+        if id(value) not in seen:
+            seen.add(id(value))
+            found.append((name, value))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _collect_named_modules(item, f"{name}.{key}", found, seen)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _collect_named_modules(item, f"{name}.{index}", found, seen)
 
 
 def _collect_modules(value, found, seen):

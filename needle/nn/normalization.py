@@ -2,6 +2,7 @@
 from .. import init
 from ..autograd import Tensor
 from ..backend_ndarray import NDArray
+from .layers import _positive_int
 from .module import Module, Parameter
 
 
@@ -72,6 +73,9 @@ class BatchNorm1d(Module):
         self.running_mean = Tensor.make_const(NDArray.wrap(new_mean, device))
         self.running_var = Tensor.make_const(NDArray.wrap(new_var, device))
 
+    def extra_repr(self):
+        return f"{self.dim}, eps={self.eps}, momentum={self.momentum}"
+
 
 class LayerNorm1d(Module):
     """Normalise each row over its features, then scale by ``weight`` and shift by ``bias``.
@@ -85,7 +89,7 @@ class LayerNorm1d(Module):
 
     def __init__(self, dim, eps=1e-5, device=None, dtype="float32"):
         super().__init__()
-        self.dim = dim
+        self.dim = _positive_int(dim, "dim", "LayerNorm1d")
         self.eps = eps
         self.weight = Parameter(init.ones(dim, device=device, dtype=dtype))
         self.bias = Parameter(init.zeros(dim, device=device, dtype=dtype))
@@ -98,3 +102,6 @@ class LayerNorm1d(Module):
         variance = ((centered * centered).sum((1,)) / dim).reshape((batch, 1))
         normalized = centered / (variance + self.eps) ** 0.5
         return normalized * self.weight.reshape((1, dim)) + self.bias.reshape((1, dim))
+
+    def extra_repr(self):
+        return f"{self.dim}, eps={self.eps}"

@@ -140,22 +140,52 @@ def _cross_entropy_gradient(saved, logits: NDArray, labels: NDArray, out_grad: N
     return NDArray.wrap(fused.softmax_cross_entropy_gradient(saved, out_grad.raw), logits.device)
 
 
+class LabelRangeError(IndexError, ValueError):
+    """A class label outside ``[0, classes)``: an IndexError (as PyTorch's) and a ValueError."""
+
+
 def _label_ids(labels: NDArray, classes):
+    """The labels as integer class ids, checked (see ``softmax_cross_entropy`` for what is checked where)."""
     raw = labels.raw
-    if raw.dtype.kind == "f":
-        raw = raw.astype("int64")
-    elif raw.dtype.kind not in "iu":
-        raise TypeError(f"SoftmaxCrossEntropy needs integer class labels, got dtype {raw.dtype}")
+    kind = raw.dtype.kind
+    if kind == "f":
+        return _float_label_ids(raw, classes, labels.device.xp)
+    if kind not in "iu":
+        raise TypeError(
+            f"SoftmaxCrossEntropy needs integer class labels, got dtype {raw.dtype}: "
+            "pass class ids, e.g. ndl.Tensor(y, dtype='int64')"
+        )
     if labels.device.name != "cpu":
         # NOTE: not range-checked on a GPU: the check would wait for the device every step.
         # The fused kernel makes the loss NaN instead.
         return raw
-    if raw.size and (raw.max() >= classes or (raw.dtype.kind == "i" and raw.min() < 0)):
-        raise ValueError(
-            f"SoftmaxCrossEntropy: labels must be class ids in [0, {classes}), "
-            f"got values from {raw.min()} to {raw.max()}"
+    if raw.size and (raw.max() >= classes or (kind == "i" and raw.min() < 0)):
+        position = int(((raw < 0) | (raw >= classes)).argmax())
+        raise LabelRangeError(
+            f"SoftmaxCrossEntropy: label {raw[position]} (at position {position}) is out of range "
+            f"for {classes} classes: labels must be class ids in [0, {classes})"
         )
     return raw
+
+
+def _float_label_ids(raw, classes, xp):
+    """Float labels as int64 ids: each must be a whole number in [0, classes) (one vectorised check)."""
+    # NOTE: NaN fails every comparison, so it is caught here too; the cast happens only after.
+    valid = (raw == xp.floor(raw)) & (raw >= 0) & (raw < classes)
+    if not bool(valid.all()):
+        position = int((~valid).argmax())
+        value = raw[position]
+        if bool(xp.isfinite(value)) and bool(value == xp.floor(value)):
+            raise LabelRangeError(
+                f"SoftmaxCrossEntropy: label {value!s} (at position {position}) is out of range "
+                f"for {classes} classes: labels must be class ids in [0, {classes})"
+            )
+        raise ValueError(
+            f"SoftmaxCrossEntropy: label {value!s} (at position {position}) is not a class id: "
+            f"labels must be whole numbers in [0, {classes}); pass integer labels, "
+            "e.g. ndl.Tensor(y, dtype='int64')"
+        )
+    return raw.astype("int64")
 
 
 def _one_hot_tensor(labels, classes, like):
@@ -167,10 +197,23 @@ def _one_hot_tensor(labels, classes, like):
 def softmax_cross_entropy(logits, labels):
     """Mean softmax cross-entropy of ``logits`` (batch, classes) against integer ``labels``.
 
+    Labels are class ids: an integer dtype, or floats that are all whole numbers (a list such as
+    ``ndl.Tensor([0, 2])`` becomes float32). They are checked in one vectorised pass:
+
+    - a float label that is not a whole number (1.7, -0.5, NaN) raises ValueError, on every device;
+    - a label outside ``[0, classes)`` raises ``LabelRangeError`` (an IndexError and a ValueError)
+      on the CPU, and for float labels on any device;
+    - integer labels on a GPU are not range-checked (the check would wait for the GPU every
+      step): an out-of-range label there makes the loss NaN.
+
     Example:
         >>> import needle as ndl
         >>> logits = ndl.Tensor([[0.0, 0.0]])
         >>> round(ndl.ops.softmax_cross_entropy(logits, ndl.Tensor([1], dtype="int64")).item(), 4)
         0.6931
+        >>> ndl.ops.softmax_cross_entropy(logits, ndl.Tensor([0.5]))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: SoftmaxCrossEntropy: label 0.5 (at position 0) is not a class id: ...
     """
     return SoftmaxCrossEntropy()(logits, labels)

@@ -2,7 +2,7 @@
 from ..autograd import TensorOp
 from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
-from ._shapes import normalize_axes
+from ._shapes import as_axes, normalize_axes
 from .ops_mathematic import exp
 from .ops_shape import broadcast_to, reshape, summation
 
@@ -18,10 +18,10 @@ class LogSumExp(TensorOp):
     """log(sum(exp(z))) over ``axes``, computed as max + log(sum(exp(z - max)))."""
 
     def __init__(self, axes=None):
-        self.axes = axes
+        self.axes = as_axes(axes, "LogSumExp")
 
     def compute(self, z: NDArray):
-        axes = normalize_axes(self.axes, z.ndim)
+        axes = normalize_axes(self.axes, z.ndim, "LogSumExp")
         top = _stable_max(z, axes)
         total = (z - top).exp().sum(axis=axes, keepdims=True)
         result = total.log() + top
@@ -49,9 +49,12 @@ class LogSoftmax(TensorOp):
     """z - logsumexp(z) along ``axis`` (the last axis by default; the course's 2-D case is axis 1)."""
 
     def __init__(self, axis=-1):
+        if not isinstance(as_axes(axis, "LogSoftmax"), int):
+            raise TypeError(f"LogSoftmax: axis must be an int, got {type(axis).__name__} {axis!r}")
         self.axis = axis
 
     def compute(self, z: NDArray):
+        normalize_axes(self.axis, z.ndim, "LogSoftmax")
         top = _stable_max(z, self.axis)
         shifted = z - top
         return shifted - shifted.exp().sum(axis=self.axis, keepdims=True).log()

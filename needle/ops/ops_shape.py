@@ -1,22 +1,37 @@
 """Shape, reduction and matrix ops: reshape, broadcast, transpose, sum, matmul, stack, flip, dilate."""
+import numbers
+
 from ..autograd import TensorOp
 from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
-from ._shapes import normalize_axes, unbroadcast, unbroadcast_data
+from ._shapes import as_axes, as_shape, normalize_axes, unbroadcast, unbroadcast_data
 
 
 class Transpose(TensorOp):
     """Swap two axes (the last two by default), as the course's ``transpose``."""
 
     def __init__(self, axes=None):
-        if axes is not None and len(tuple(axes)) != 2:
-            raise ValueError(f"Transpose swaps two axes; got axes={axes!r}")
-        self.axes = tuple(axes) if axes is not None else None
+        if axes is not None:
+            checked = as_axes(axes, "Transpose")
+            if not isinstance(checked, tuple) or len(checked) != 2:
+                raise ValueError(
+                    f"Transpose swaps two axes; got axes={axes!r}: give two, e.g. axes=(0, 1)"
+                )
+            if checked[0] == checked[1]:
+                raise ValueError(
+                    f"Transpose: axes {checked} name the same axis twice; give two different axes, e.g. (0, 1)"
+                )
+            axes = checked
+        self.axes = axes
 
     def _permutation(self, ndim):
         if ndim < 2:
             raise ValueError(f"Transpose needs at least 2 dimensions, got a tensor with {ndim}")
-        first, second = self.axes if self.axes is not None else (ndim - 2, ndim - 1)
+        if self.axes is None:
+            first, second = ndim - 2, ndim - 1
+        else:
+            # NOTE: normalize_axes sorts, which is harmless here: a swap is symmetric.
+            first, second = normalize_axes(self.axes, ndim, "Transpose")
         order = list(range(ndim))
         order[first], order[second] = order[second], order[first]
         return tuple(order)
@@ -36,10 +51,10 @@ def transpose(a, axes=None):
 
 
 class Reshape(TensorOp):
-    """The same elements in a new shape (one dimension may be -1)."""
+    """The same elements in a new shape (one dimension may be -1); ``shape`` may be an int."""
 
     def __init__(self, shape):
-        self.shape = tuple(shape)
+        self.shape = as_shape(shape, "Reshape", allow_inferred=True)
 
     def compute(self, a: NDArray):
         try:
@@ -62,7 +77,7 @@ class BroadcastTo(TensorOp):
     """Repeat along axes of size 1 (and new leading axes) to reach ``shape``."""
 
     def __init__(self, shape):
-        self.shape = tuple(shape)
+        self.shape = as_shape(shape, "BroadcastTo")
 
     def compute(self, a: NDArray):
         try:
@@ -108,13 +123,13 @@ class Summation(TensorOp):
     """Sum over ``axes`` (None: all; an int; or a tuple), dropping the summed axes."""
 
     def __init__(self, axes=None):
-        self.axes = axes
+        self.axes = as_axes(axes, "Summation")
 
     def compute(self, a: NDArray):
-        return a.sum(axis=normalize_axes(self.axes, a.ndim))
+        return a.sum(axis=normalize_axes(self.axes, a.ndim, "Summation"))
 
     def _kept_shape(self, input_shape):
-        axes = normalize_axes(self.axes, len(input_shape))
+        axes = normalize_axes(self.axes, len(input_shape), "Summation")
         if axes is None:
             return (1,) * len(input_shape)
         return tuple(1 if i in axes else size for i, size in enumerate(input_shape))
@@ -159,7 +174,13 @@ class MatMul(TensorOp):
                 f"MatMul: shapes {a.shape} @ {b.shape} do not fit: "
                 f"the last axis of the first ({a.shape[-1]}) must equal the second-last of the second ({b.shape[-2]})"
             )
-        return a @ b
+        try:
+            return a @ b
+        except ValueError as error:
+            raise ValueError(
+                f"MatMul: shapes {a.shape} @ {b.shape} do not fit: the batch axes {a.shape[:-2]} and "
+                f"{b.shape[:-2]} must be equal or broadcastable (size 1 or missing)"
+            ) from error
 
     def gradient(self, out_grad, node):
         # NOTE: with C = A' @ B' (A' = A or A^T, B' likewise), dA' = G B'^T and dB' = A'^T G;
@@ -205,12 +226,15 @@ class Stack(TensorOp):
     """Join equally shaped tensors along a new axis; takes a TensorTuple (or list via ``stack``)."""
 
     def __init__(self, axis: int):
-        self.axis = axis
+        self.axis = _one_axis(axis, "Stack")
 
     def compute(self, args):
+        if not args:
+            raise ValueError("Stack needs at least one tensor, got none")
         shapes = {a.shape for a in args}
         if len(shapes) != 1:
             raise ValueError(f"Stack needs tensors of one shape, got shapes {sorted(shapes)}")
+        normalize_axes(self.axis, args[0].ndim + 1, "Stack")  # the new axis may also go last
         return array_api.stack(list(args), axis=self.axis)
 
     def gradient(self, out_grad, node):
@@ -222,17 +246,51 @@ class Stack(TensorOp):
 def stack(args, axis):
     from .ops_tuple import make_tuple
 
+    if not isinstance(args, (list, tuple)):
+        raise TypeError(f"stack takes a list of Tensors, got {type(args).__name__}: e.g. stack([a, b], axis=0)")
     return Stack(axis)(make_tuple(*args))
 
 
+def _one_axis(axis, op_name):
+    """``axis`` as an int, or a TypeError naming ``op_name``."""
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise TypeError(f"{op_name}: axis must be an int, got {type(axis).__name__} {axis!r}")
+    return int(axis)
+
+
+def _axis_tuple(axes, op_name):
+    """``axes`` (an int or a sequence of ints) as a tuple of ints, or a TypeError naming ``op_name``."""
+    checked = as_axes(axes, op_name)
+    if checked is None:
+        raise TypeError(f"{op_name}: axes must be an int or a tuple of ints, got None")
+    return (checked,) if isinstance(checked, int) else checked
+
+
+def _dilation(dilation, op_name):
+    if not isinstance(dilation, int) or isinstance(dilation, bool):
+        raise TypeError(f"{op_name}: dilation must be an int, got {type(dilation).__name__} {dilation!r}")
+    if dilation < 0:
+        raise ValueError(
+            f"{op_name}: dilation must be a non-negative int (zeros inserted after each element), "
+            f"got {type(dilation).__name__} {dilation!r}"
+        )
+    return dilation
+
+
+def _check_dilation_axes(axes, ndim, op_name):
+    for axis in axes:
+        if axis < -ndim:
+            raise ValueError(f"{op_name}: axis {axis} is out of range for a tensor with {ndim} dimensions")
+
+
 class Flip(TensorOp):
-    """Reverse the order of elements along ``axes``."""
+    """Reverse the order of elements along ``axes`` (None: all; an int; or a tuple)."""
 
     def __init__(self, axes=None):
-        self.axes = tuple(axes) if axes is not None else None
+        self.axes = None if axes is None else _axis_tuple(axes, "Flip")
 
     def compute(self, a: NDArray):
-        axes = self.axes if self.axes is not None else tuple(range(a.ndim))
+        axes = normalize_axes(self.axes, a.ndim, "Flip") if self.axes is not None else tuple(range(a.ndim))
         return a.flip(axes).compact()
 
     def gradient(self, out_grad, node):
@@ -247,10 +305,11 @@ class Dilate(TensorOp):
     """Insert ``dilation`` zeros after each element along ``axes``."""
 
     def __init__(self, axes: tuple, dilation: int):
-        self.axes = tuple(axes)
-        self.dilation = dilation
+        self.axes = _axis_tuple(axes, "Dilate")
+        self.dilation = _dilation(dilation, "Dilate")
 
     def compute(self, a: NDArray):
+        _check_dilation_axes(self.axes, a.ndim, "Dilate")
         step = self.dilation + 1
         shape = list(a.shape)
         index = [slice(None)] * a.ndim
@@ -275,10 +334,11 @@ class UnDilate(TensorOp):
     """Keep every ``dilation + 1``-th element along ``axes`` (undoes ``dilate``)."""
 
     def __init__(self, axes: tuple, dilation: int):
-        self.axes = tuple(axes)
-        self.dilation = dilation
+        self.axes = _axis_tuple(axes, "UnDilate")
+        self.dilation = _dilation(dilation, "UnDilate")
 
     def compute(self, a: NDArray):
+        _check_dilation_axes(self.axes, a.ndim, "UnDilate")
         index = [slice(None)] * a.ndim
         for axis in self.axes:
             if axis < a.ndim:

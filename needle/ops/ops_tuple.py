@@ -22,15 +22,19 @@ class TupleGetItem(TensorOp):
     """The ``index``-th tensor of a TensorTuple."""
 
     def __init__(self, index):
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError(f"TupleGetItem: index must be an int, got {type(index).__name__} {index!r}")
         self.index = index
 
     def __call__(self, a: TensorTuple, fold_const=True) -> Value:
         # NOTE: item i of make_tuple(...) is the i-th input itself; no node is made for it.
         if fold_const and isinstance(a.op, MakeTensorTuple):
+            _check_index(self.index, len(a.inputs))
             return a.inputs[self.index]
         return super().__call__(a)
 
     def compute(self, a):
+        _check_index(self.index, len(a))
         return a[self.index]
 
     def gradient(self, out_grad, node):
@@ -41,6 +45,11 @@ class TupleGetItem(TensorOp):
         return make_tuple(*grads)
 
 
+def _check_index(index, length):
+    if not -length <= index < length:
+        raise IndexError(f"TupleGetItem: index {index} is out of range for a tuple of {length} tensors")
+
+
 def tuple_get_item(value, index):
     return TupleGetItem(index)(value)
 
@@ -49,9 +58,14 @@ class Split(TensorTupleOp):
     """Slice a tensor along ``axis`` into a TensorTuple, removing that axis (undoes ``stack``)."""
 
     def __init__(self, axis: int):
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise TypeError(f"Split: axis must be an int, got {type(axis).__name__} {axis!r}")
         self.axis = axis
 
     def compute(self, a: NDArray):
+        from ._shapes import normalize_axes
+
+        normalize_axes(self.axis, a.ndim, "Split")
         return tuple(piece.compact() for piece in array_api.split(a, self.axis))
 
     def gradient(self, out_grad, node):
@@ -68,8 +82,10 @@ class FusedAddScalars(TensorTupleOp):
     """``(a + c0, a + c1)`` as one node: the course's example of an op with two outputs."""
 
     def __init__(self, c0: float, c1: float):
-        self.c0 = c0
-        self.c1 = c1
+        from ._shapes import python_scalar
+
+        self.c0 = python_scalar(c0, "FusedAddScalars")
+        self.c1 = python_scalar(c1, "FusedAddScalars")
 
     def compute(self, a):
         return a + self.c0, a + self.c1

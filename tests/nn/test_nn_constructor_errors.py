@@ -1,0 +1,42 @@
+"""Layer constructors refuse arguments that cannot make a layer, naming the layer and the argument."""
+import numpy as np
+import pytest
+
+import needle as ndl
+from needle import nn
+
+
+@pytest.mark.parametrize(
+    "make, error, pattern",
+    [
+        pytest.param(lambda: nn.Dropout("0.5"), TypeError, r"Dropout: p must be a number in \[0, 1\], got str '0.5'", id="dropout-str"),
+        pytest.param(lambda: nn.Dropout(None), TypeError, r"Dropout: p .* got NoneType", id="dropout-none"),
+        pytest.param(lambda: nn.Dropout(True), TypeError, r"Dropout: p .* got bool", id="dropout-bool"),
+        pytest.param(lambda: nn.Dropout(1.5), ValueError, r"Dropout probability must be in \[0, 1\], got p=1.5", id="dropout-above-one"),
+        pytest.param(lambda: nn.Dropout(-0.1), ValueError, r"got p=-0.1", id="dropout-negative"),
+        pytest.param(lambda: nn.Dropout(float("nan")), ValueError, r"got p=nan", id="dropout-nan"),
+        pytest.param(lambda: nn.Linear(0, 3), ValueError, r"Linear: in_features must be at least 1, got in_features=0", id="linear-zero"),
+        pytest.param(lambda: nn.Linear(3, -4), ValueError, r"Linear: out_features must be at least 1, got out_features=-4", id="linear-negative"),
+        pytest.param(lambda: nn.Linear("3", 4), TypeError, r"Linear: in_features must be a positive int, got str '3'", id="linear-str"),
+        pytest.param(lambda: nn.Linear(3.0, 4), TypeError, r"Linear: in_features must be a positive int, got float 3.0", id="linear-float"),
+        pytest.param(lambda: nn.Linear(3, 4, bias="yes"), TypeError, r"Linear: bias must be True or False, got str", id="linear-bias"),
+        pytest.param(lambda: nn.Linear(3, 4, device="tpu"), ValueError, r"unknown device 'tpu'", id="linear-device"),
+        pytest.param(lambda: nn.Linear(3, 4, dtype="float7"), TypeError, r"unknown dtype 'float7'", id="linear-dtype"),
+        pytest.param(lambda: nn.Sequential([nn.ReLU(), nn.ReLU()]), TypeError, r"Sequential: argument 0 must be an nn.Module, got list \(unpack a list with nn.Sequential\(\*layers\)\)", id="sequential-list"),
+        pytest.param(lambda: nn.Sequential(nn.ReLU(), 3), TypeError, r"Sequential: argument 1 must be an nn.Module, got int", id="sequential-int"),
+        pytest.param(lambda: nn.LayerNorm1d(0), ValueError, r"LayerNorm1d: dim must be at least 1, got dim=0", id="layernorm-zero"),
+        pytest.param(lambda: nn.LayerNorm1d("8"), TypeError, r"LayerNorm1d: dim must be a positive int, got str", id="layernorm-str"),
+        pytest.param(lambda: nn.Residual(3), TypeError, r"Residual: fn must be an nn.Module, got int", id="residual-int"),
+    ],
+)
+def test_bad_constructor_arguments_are_named(make, error, pattern):
+    with pytest.raises(error, match=pattern):
+        make()
+
+
+def test_good_arguments_still_make_layers(device):
+    assert nn.Linear(np.int64(3), 2, device=device.name).weight.shape == (3, 2)
+    assert nn.Linear(3, 2, bias=False).bias is None
+    assert nn.Dropout(np.float32(0.25)).p == 0.25
+    assert nn.Dropout(1).p == 1.0
+    assert len(nn.Sequential()) == 0
