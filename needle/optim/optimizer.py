@@ -4,9 +4,14 @@ Optimizers touch data, never the graph: a step reads each parameter's ``.grad`` 
 updates the parameter's array in place (like PyTorch), so a step adds no graph node, leaves
 ``.grad`` as it was, and keeps the parameter's dtype.
 """
+import math
 import numbers
+from collections.abc import Iterable, Mapping
 
 import numpy
+
+from ..autograd import Tensor
+from ..backend_ndarray.fused import Scratch
 
 
 class Optimizer:
@@ -21,12 +26,8 @@ class Optimizer:
     hyperparameter_names = ()
 
     def __init__(self, params):
-        unique, seen = [], set()
-        for param in params:
-            if id(param) not in seen:
-                seen.add(id(param))
-                unique.append(param)
-        self.params = unique
+        self.params = _checked_params(type(self).__name__, params)
+        self._scratch = Scratch()  # this optimizer's own: never shared with another one
 
     def step(self):
         raise NotImplementedError()
@@ -44,19 +45,38 @@ class Optimizer:
 
         ``weight`` is the parameter's raw array (to update in place), ``gradient`` the raw
         gradient, ``fused`` the fused routines of the parameter's device, which do the update.
+        Every gradient's shape is checked before any is returned, so a bad one changes nothing.
         """
-        for param in self.params:
+        found, problems = [], []
+        for index, param in enumerate(self.params):
             grad = param.grad
             if grad is None:
                 continue
             data = param.realize_cached_data()
-            yield param, data.raw, grad.realize_cached_data().raw, data.device.fused
+            gradient = grad.realize_cached_data()
+            if tuple(gradient.shape) != tuple(data.shape):
+                problems.append(
+                    f"parameter {index} (shape {tuple(data.shape)}) has a gradient of shape {tuple(gradient.shape)}"
+                )
+                continue
+            found.append((param, data.raw, gradient.raw, data.device.fused))
+        if problems:
+            raise ValueError(
+                f"{type(self).__name__}.step: gradients must have their parameter's shape; nothing was updated:\n  "
+                + "\n  ".join(problems)
+                + "\n(set p.grad to a Tensor of p.shape, or let backward() compute it)"
+            )
+        return found
 
     # ---- state ------------------------------------------------------------------------------
     def _extra_state(self):
         return {}
 
-    def _load_extra_state(self, state):
+    def _extra_state_problems(self, state_dict):
+        """What is wrong with the ``_extra_state`` entries of ``state_dict`` (a list of messages)."""
+        return []
+
+    def _load_extra_state(self, state_dict):
         pass
 
     def state_dict(self):
@@ -90,44 +110,76 @@ class Optimizer:
         """Restore what ``state_dict`` saved, for the same parameters in the same order.
 
         Everything is checked first; on error nothing changes.
+
+        Raises:
+            TypeError: ``state_dict`` is not a dict.
+            ValueError: naming every problem (missing ``"state"``, unknown or mis-shaped state,
+                a parameter index out of range, bad hyperparameters or step count).
         """
-        saved = state_dict["state"]
-        problems = []
-        for index, entry in saved.items():
-            index = int(index)
-            if not 0 <= index < len(self.params):
-                problems.append(f"state for parameter {index}, but this optimizer has {len(self.params)} parameters")
+        name = type(self).__name__
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(
+                f"{name}.load_state_dict needs the dict that optimizer.state_dict() returned; "
+                f"got {type(state_dict).__name__}"
+            )
+        problems, arrays = [], []  # arrays: (index, state name, host array) to load
+        saved = state_dict.get("state")
+        if saved is None or not isinstance(saved, Mapping):
+            problems.append(
+                'no "state" entry (per-parameter state by index)' if saved is None
+                else f'"state" must be a dict of parameter index -> state, got {type(saved).__name__}'
+            )
+            saved = {}
+        for key, entry in saved.items():
+            index = _parameter_index(key)
+            if index is None or not 0 <= index < len(self.params):
+                problems.append(f"state for parameter {key!r}, but this optimizer has {len(self.params)} parameters")
                 continue
-            shape = self.params[index].shape
-            for name, array in entry.items():
-                if name not in self.state_names:
-                    problems.append(f"parameter {index}: unknown state {name!r} (expected {list(self.state_names)})")
-                elif tuple(numpy.shape(array)) != tuple(shape):
-                    problems.append(
-                        f"parameter {index}: state {name!r} has shape {tuple(numpy.shape(array))}, the parameter has {shape}"
-                    )
-        hyperparameters = {name: getattr(self, name) for name in self.hyperparameter_names}
+            if not isinstance(entry, Mapping):
+                problems.append(f"parameter {index}: state must be a dict of name -> array, got {type(entry).__name__}")
+                continue
+            missing = [state_name for state_name in self.state_names if state_name not in entry]
+            if missing:
+                problems.append(f"parameter {index}: state {sorted(entry)} lacks {missing} (expected {list(self.state_names)})")
+            shape = tuple(self.params[index].shape)
+            for state_name, array in entry.items():
+                if state_name not in self.state_names:
+                    problems.append(f"parameter {index}: unknown state {state_name!r} (expected {list(self.state_names)})")
+                    continue
+                host, problem = _numeric_host_array(array)
+                if problem:
+                    problems.append(f"parameter {index}: state {state_name!r} {problem}")
+                elif host.shape != shape:
+                    problems.append(f"parameter {index}: state {state_name!r} has shape {host.shape}, the parameter has {shape}")
+                else:
+                    arrays.append((index, state_name, host))
+        hyperparameters = {hyper: getattr(self, hyper) for hyper in self.hyperparameter_names}
         saved_hyperparameters = state_dict.get("hyperparameters", {})
-        unknown = set(saved_hyperparameters) - set(self.hyperparameter_names)
-        if unknown:
-            problems.append(f"unknown hyperparameters {sorted(unknown)}")
+        if not isinstance(saved_hyperparameters, Mapping):
+            problems.append(f'"hyperparameters" must be a dict, got {type(saved_hyperparameters).__name__}')
+        elif set(saved_hyperparameters) - set(self.hyperparameter_names):
+            unknown = sorted(map(str, set(saved_hyperparameters) - set(self.hyperparameter_names)))
+            problems.append(f"unknown hyperparameters {unknown} (this {name} has {list(self.hyperparameter_names)})")
         else:
             hyperparameters.update(saved_hyperparameters)
             try:
                 hyperparameters = self._checked(**hyperparameters)
             except ValueError as error:
                 problems.append(str(error))
+        problems += self._extra_state_problems(state_dict)
         if problems:
-            raise ValueError(f"{type(self).__name__}.load_state_dict failed, nothing was loaded:\n  " + "\n  ".join(problems))
-        for name, value in hyperparameters.items():
-            setattr(self, name, value)
-        for name in self.state_names:
-            getattr(self, name).clear()
-        for index, entry in saved.items():
-            param = self.params[int(index)]
-            data = param.realize_cached_data()
-            for name, array in entry.items():
-                getattr(self, name)[param] = data.device.from_host(numpy.array(array, copy=True), data.dtype)
+            raise ValueError(f"{name}.load_state_dict failed, nothing was loaded:\n  " + "\n  ".join(problems))
+        # NOTE: from here on nothing can fail: every value was checked and converted above.
+        device_arrays = []
+        for index, state_name, host in arrays:
+            data = self.params[index].realize_cached_data()
+            device_arrays.append((index, state_name, data.device.from_host(host.astype(data.dtype), data.dtype)))
+        for hyper, value in hyperparameters.items():
+            setattr(self, hyper, value)
+        for state_name in self.state_names:
+            getattr(self, state_name).clear()
+        for index, state_name, array in device_arrays:
+            getattr(self, state_name)[self.params[index]] = array
         self._load_extra_state(state_dict)
 
     def _set_hyperparameters(self, **values):
@@ -145,13 +197,79 @@ def _host_copy(array):
 
 
 def check_number(name, value, low=None, high=None, high_inclusive=False):
-    """``value`` as a Python float, or a ValueError naming it when outside [low, high)."""
+    """``value`` as a Python float, or a ValueError naming it when not finite or outside [low, high)."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise ValueError(f"{name} must be a number, got {value!r}")
     value = float(value)
-    if value != value or (low is not None and value < low):
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {name}={value}")
+    if low is not None and value < low:
         raise ValueError(f"{name} must be >= {low}, got {name}={value}")
     if high is not None and (value > high or (value == high and not high_inclusive)):
         bound = f"<= {high}" if high_inclusive else f"< {high}"
         raise ValueError(f"{name} must be {bound}, got {name}={value}")
     return value
+
+
+def _checked_params(optimizer, params):
+    """``params`` as a list of distinct Tensors, or a TypeError/ValueError that names the fix."""
+    if isinstance(params, Tensor):
+        raise TypeError(
+            f"{optimizer} takes a list of parameters, got a single {type(params).__name__} of shape "
+            f"{params.shape}; pass [param]"
+        )
+    if callable(getattr(params, "parameters", None)):
+        raise TypeError(
+            f"{optimizer} takes the parameters, got the module {type(params).__name__}; "
+            f"pass model.parameters()"
+        )
+    if isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable):
+        raise TypeError(
+            f"{optimizer} takes an iterable of parameters (e.g. model.parameters()), got {type(params).__name__}"
+        )
+    is_iterator = iter(params) is params
+    unique, seen = [], set()
+    for position, param in enumerate(params):
+        if not isinstance(param, Tensor):
+            raise TypeError(
+                f"{optimizer}: parameter {position} is a {type(param).__name__} ({str(param)[:40]}), not a "
+                f"needle Tensor; pass model.parameters() or a list of ndl.nn.Parameter"
+            )
+        if id(param) not in seen:
+            seen.add(id(param))
+            unique.append(param)
+    if not unique:
+        hint = (
+            "the iterator was already used up (a generator can be read only once: call model.parameters() "
+            "again, or keep a list)"
+            if is_iterator
+            else "does the model have parameters? pass model.parameters()"
+        )
+        raise ValueError(f"{optimizer} got an empty parameter list: {hint}")
+    return unique
+
+
+def _parameter_index(key):
+    """A saved state key (an int, or an int as a string after JSON) as an int, or None."""
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, numbers.Integral):
+        return int(key)
+    if isinstance(key, str) and key.isdigit():
+        return int(key)
+    return None
+
+
+def _numeric_host_array(value):
+    """``(numpy array, None)`` for numeric array data, else ``(None, what is wrong)``."""
+    if hasattr(value, "get") and not isinstance(value, numpy.ndarray):
+        value = value.get()  # a CuPy array
+    elif hasattr(value, "numpy") and not isinstance(value, numpy.ndarray):
+        value = value.numpy()  # a Tensor or NDArray
+    try:
+        host = numpy.asarray(value)
+    except (TypeError, ValueError) as error:
+        return None, f"is not an array ({type(value).__name__}: {error})"
+    if host.dtype.kind not in "biuf":
+        return None, f"must be a real numeric array, got dtype {host.dtype}"
+    return host, None

@@ -82,6 +82,7 @@ class SGD(Optimizer):
 
     def step(self):
         # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
+        gradients = self._gradients()
         lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
         velocities = self.u
         if momentum and velocities.momentum != momentum:
@@ -89,7 +90,7 @@ class SGD(Optimizer):
         scaled = velocities.scaled
         step = lr * (1 - momentum)
         updates = {}  # fused routines of a device -> that device's updates
-        for param, weight, gradient, fused in self._gradients():
+        for param, weight, gradient, fused in gradients:
             if momentum == 0:
                 # NOTE: u would equal grad; it is not stored, so no state can alias a .grad array.
                 updates.setdefault(fused, []).append((weight, gradient))
@@ -100,7 +101,7 @@ class SGD(Optimizer):
             updates.setdefault(fused, []).append((weight, velocity, gradient))
         for fused, device_updates in updates.items():
             if momentum == 0:
-                fused.sgd_steps(device_updates, lr, weight_decay)
+                fused.sgd_steps(device_updates, lr, weight_decay, self._scratch)
             else:
                 # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v, in place.
-                fused.momentum_steps(device_updates, momentum, step, weight_decay)
+                fused.momentum_steps(device_updates, momentum, step, weight_decay, self._scratch)
