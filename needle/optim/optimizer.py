@@ -85,11 +85,12 @@ class Optimizer:
         Example:
             >>> import needle as ndl
             >>> w = ndl.nn.Parameter(ndl.init.ones(2))
-            >>> opt = ndl.optim.SGD([w], lr=0.1, momentum=0.9)
+            >>> opt = ndl.optim.Adam([w], lr=0.1)
             >>> w.grad = ndl.init.ones(2)
             >>> opt.step()
-            >>> opt.state_dict()["state"][0]["u"].tolist()
-            [0.10000000149011612, 0.10000000149011612]
+            >>> state = opt.state_dict()
+            >>> state["optimizer"], state["t"], sorted(state["state"][0]), state["state"][0]["v"].shape
+            ('Adam', 1, ['m', 'v'], (2,))
         """
         state = {}
         for index, param in enumerate(self.params):
@@ -101,6 +102,7 @@ class Optimizer:
             if entry:
                 state[index] = entry
         return {
+            "optimizer": type(self).__name__,
             "hyperparameters": {name: getattr(self, name) for name in self.hyperparameter_names},
             "state": state,
             **self._extra_state(),
@@ -121,6 +123,13 @@ class Optimizer:
             raise TypeError(
                 f"{name}.load_state_dict needs the dict that optimizer.state_dict() returned; "
                 f"got {type(state_dict).__name__}"
+            )
+        saved_type = state_dict.get("optimizer", name)
+        if saved_type != name:
+            raise ValueError(
+                f"{name}.load_state_dict failed, nothing was loaded: the state is a {saved_type}'s and "
+                f"this optimizer is a {name}; build the optimizer the state was saved from "
+                f"(ndl.optim.{saved_type}(model.parameters()))"
             )
         problems, arrays = [], []  # arrays: (index, state name, host array) to load
         saved = state_dict.get("state")

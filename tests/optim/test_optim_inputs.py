@@ -85,7 +85,7 @@ def test_a_gradient_of_the_wrong_shape_is_refused_and_nothing_moves(make, bad_gr
     for param, was in zip((first, second), before):
         np.testing.assert_array_equal(param.numpy(), was)
     assert getattr(opt, "t", 0) == 0
-    assert not getattr(opt, "m", {}) and not len(getattr(opt, "u", {}))
+    assert not getattr(opt, "m", {}) and not getattr(opt, "momentum_buffer", {})
 
 
 def test_clip_grad_norm_of_float16_gradients_is_the_true_norm():
@@ -171,8 +171,8 @@ def test_sgd_load_state_dict_refuses_a_string_array_and_changes_nothing():
         p.grad = ndl.Tensor(np.ones(p.shape, np.float32))
     opt.step()
     before = snapshot(opt)
-    bad = {**opt.state_dict(), "state": {0: {"u": np.array(["1", "2"])}, 1: {"u": np.zeros((1, 1))}}}
-    with pytest.raises(ValueError, match="state 'u' must be a real numeric array"):
+    bad = {**opt.state_dict(), "state": {0: {"momentum_buffer": np.array(["1", "2"])}, 1: {"momentum_buffer": np.zeros((1, 1))}}}
+    with pytest.raises(ValueError, match="state 'momentum_buffer' must be a real numeric array"):
         opt.load_state_dict(bad)
     assert_unchanged(opt, before)
 
