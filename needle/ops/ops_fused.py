@@ -80,7 +80,11 @@ def linear(x, weight, bias=None):
 
 
 class SoftmaxCrossEntropy(TensorOp):
-    """Mean over the batch of ``logsumexp(logits) - logits[label]``; labels are integer class ids."""
+    """Mean over the batch of ``logsumexp(logits) - logits[label]``; labels are integer class ids.
+
+    The forward keeps the device routine's ``SoftmaxCrossEntropySaved`` (see
+    :mod:`needle.backend_ndarray.fused`) for the first backward, which uses it up.
+    """
 
     def compute(self, logits: NDArray, labels: NDArray):
         if logits.ndim != 2 or labels.shape != logits.shape[:1]:
@@ -168,6 +172,10 @@ def _one_hot_tensor(labels, classes, like):
 
 def softmax_cross_entropy(logits, labels):
     """Mean softmax cross-entropy of ``logits`` (batch, classes) against integer ``labels``.
+
+    On the CPU a label outside ``[0, classes)`` raises a ValueError. On a GPU labels are not
+    range-checked (the check would wait for the device every step): an out-of-range label
+    makes the loss NaN (and its row's gradient plain softmax) instead of raising.
 
     Example:
         >>> import needle as ndl
