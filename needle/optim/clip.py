@@ -15,7 +15,7 @@ def clip_grad_norm(params, max_norm):
     scale twice.
 
     Args:
-        params: parameters (e.g. ``model.parameters()``).
+        params: parameters (e.g. ``model.parameters()``), or one parameter.
         max_norm: the largest allowed total norm (> 0).
 
     Returns:
@@ -33,6 +33,12 @@ def clip_grad_norm(params, max_norm):
     max_norm = float(max_norm)
     if not max_norm > 0:
         raise ValueError(f"max_norm must be > 0, got max_norm={max_norm}")
+    if isinstance(params, Tensor):
+        params = [params]
+    elif callable(getattr(params, "parameters", None)):
+        raise TypeError(
+            f"clip_grad_norm takes the parameters, got the module {type(params).__name__}; pass model.parameters()"
+        )
     params = [p for p in params if p.grad is not None]
     squares_by_device = {}
     for param in params:

@@ -186,3 +186,11 @@ def test_a_state_dict_keyed_by_strings_loads():
     fresh.load_state_dict(saved)
     assert fresh.lr == 0.1 and fresh.t == 1
     np.testing.assert_array_equal(fresh.m[fresh.params[0]], opt.m[params[0]])
+
+
+def test_clip_grad_norm_names_a_module_and_takes_one_parameter():
+    with pytest.raises(TypeError, match=r"module Linear; pass model.parameters\(\)"):
+        optim.clip_grad_norm(nn.Linear(2, 2), 1.0)
+    w = nn.Parameter(ndl.Tensor([0.0, 0.0]))
+    w.grad = ndl.Tensor([3.0, 4.0])
+    assert optim.clip_grad_norm(w, 10.0) == 5.0
