@@ -147,7 +147,6 @@ class Trainer:
                         break
                 if not position.batches_done:
                     raise ValueError(_empty_loader_message(train_loader))
-                self._position = None
                 self._end_epoch(epoch, self.history.steps[first_step:], time.perf_counter() - started, val_loader)
                 if self.should_stop:
                     break
@@ -292,6 +291,7 @@ class Trainer:
             metrics["val_loss"], metrics["val_accuracy"] = validation["loss"], validation["accuracy"]
             self.dispatch("on_validation_end", epoch, validation)
         self.epoch = epoch
+        self._position = None  # the epoch is over (a failed validation above leaves it to finish)
         self.history.epochs.append(metrics)
         self.dispatch("on_train_epoch_end", epoch, metrics)
 

@@ -233,3 +233,26 @@ def test_a_model_that_does_not_fit_changes_nothing(tmp_path):
     with pytest.raises(ValueError, match="0.weight"):
         trainer.load_checkpoint(path)
     assert_unchanged(trainer, before)
+
+
+def test_a_checkpoint_saved_at_epoch_end_has_no_epoch_in_progress(tmp_path):
+    from trainers.checkpoint import Checkpoint
+
+    path = tmp_path / "end.npz"
+    trainer = build(0, "sgd", callbacks=[Checkpoint(path)])
+    trainer.fit(loader(), epochs=1)
+    assert load_checkpoint(path)["epoch_in_progress"] is None
+    build(1, "sgd").load_checkpoint(path)  # and it loads
+
+
+def test_a_checkpoint_saved_after_the_last_batch_finishes_the_epoch_on_resume(tmp_path):
+    straight = build(0, "adam")
+    straight.fit(loader(), epochs=2)
+    path = tmp_path / "last-batch.npz"
+    with pytest.raises(Crash):
+        build(0, "adam", callbacks=[SaveThenCrash(path, 15)]).fit(loader(), epochs=2)
+    resumed = build(1, "adam")
+    resumed.load_checkpoint(path)
+    assert resumed.epoch == 0
+    resumed.fit(loader(), epochs=2)
+    assert_same_run(straight, resumed)
