@@ -1,5 +1,4 @@
 """``Trainer``: fit a needle model; progress, memory monitoring and checkpoints hang on hooks."""
-import itertools
 import math
 import time
 
@@ -10,6 +9,7 @@ from needle import autograd
 
 from .callbacks import HOOKS, Callback
 from .checkpoint import load_checkpoint, save_checkpoint
+from .trainer_state import EpochPosition, checked_trainer_state, empty_loader_message
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -101,7 +101,7 @@ class Trainer:
         self.global_step = 0
         self.should_stop = False
         self.batches_per_epoch = None
-        self._position = None  # the _EpochPosition of an epoch started but not finished
+        self._position = None  # the EpochPosition of an epoch started but not finished
 
     # ---- the loop -----------------------------------------------------------------------------
     def fit(self, train_loader, epochs=1, val_loader=None):
@@ -129,7 +129,7 @@ class Trainer:
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"fit epochs must be a non-negative int; got epochs={epochs!r}")
         if epochs and _length(train_loader) == 0:
-            raise ValueError(_empty_loader_message(train_loader))
+            raise ValueError(empty_loader_message(train_loader))
         self.should_stop = False
         self.batches_per_epoch = _length(train_loader)
         try:
@@ -146,7 +146,7 @@ class Trainer:
                     if self.should_stop:
                         break
                 if not position.batches_done:
-                    raise ValueError(_empty_loader_message(train_loader))
+                    raise ValueError(empty_loader_message(train_loader))
                 self._end_epoch(epoch, self.history.steps[first_step:], time.perf_counter() - started, val_loader)
                 if self.should_stop:
                     break
@@ -236,7 +236,7 @@ class Trainer:
         Raises:
             TypeError, ValueError (a StateDictError for the model): naming what does not fit.
         """
-        checked = _checked_trainer_state(state, self)
+        epoch, global_step, (steps, epochs), random_state, position = checked_trainer_state(state, self.optimizer)
         model_before = self.model.state_dict()
         self.model.load_state_dict(state["model"])
         try:
@@ -244,7 +244,8 @@ class Trainer:
         except BaseException:
             self.model.load_state_dict(model_before)  # the model is all-or-nothing too
             raise
-        self.epoch, self.global_step, self.history, random_state, self._position = checked
+        self.epoch, self.global_step, self.history = epoch, global_step, History(steps, epochs)
+        self._position = position
         np.random.set_state(random_state)
 
     def save_checkpoint(self, path):
@@ -308,20 +309,11 @@ class Trainer:
         )
 
     def _epoch_batches(self, loader, epoch):
-        """An iterator over the batches of ``epoch`` still to train, and its position in
-        ``self._position``: a fresh epoch, or the rest of one that was interrupted."""
-        position = self._position
-        if position is None or position.epoch != epoch:
-            batches = iter(loader)
-            state_dict = getattr(loader, "state_dict", None)
-            self._position = _EpochPosition(epoch, 0, state_dict() if callable(state_dict) else None)
+        """An iterator over the batches of ``epoch`` still to train; ``self._position`` counts them."""
+        if self._position is None or self._position.epoch != epoch:
+            self._position, batches = EpochPosition.start(loader, epoch)
             return batches
-        if position.loader_state is not None and callable(getattr(loader, "load_state_dict", None)):
-            loader.load_state_dict({**position.loader_state, "next_batch": position.batches_done})
-            return iter(loader)
-        # NOTE: a loader without state (a list of batches, a custom iterable) resumes by skipping
-        # the batches already applied: exact when it yields the same batches each epoch.
-        return itertools.islice(iter(loader), position.batches_done, None)
+        return self._position.remaining_batches(loader)
 
     def _to_device(self, tensor):
         return tensor if self.device is None else tensor.to(self.device)
@@ -330,82 +322,6 @@ class Trainer:
 def _accuracy(logits, y):
     """Fraction of rows whose largest logit is at the label, as a float."""
     return float((logits.numpy().argmax(axis=1) == y.numpy()).mean())
-
-
-class _EpochPosition:
-    """How far an epoch got: ``batches_done`` batches applied, in the order ``loader_state``
-    (a DataLoader's ``state_dict()`` taken when the epoch started; None for other loaders)."""
-
-    __slots__ = ("epoch", "batches_done", "loader_state")
-
-    def __init__(self, epoch, batches_done, loader_state):
-        self.epoch = epoch
-        self.batches_done = batches_done
-        self.loader_state = loader_state
-
-    def state_dict(self):
-        loader_state = None
-        if self.loader_state is not None:
-            loader_state = {**self.loader_state, "next_batch": self.batches_done}
-        return {"epoch": self.epoch, "batches_done": self.batches_done, "loader": loader_state}
-
-
-def _checked_trainer_state(state, trainer):
-    """``(epoch, global_step, History, numpy random state, _EpochPosition or None)`` from a
-    trainer ``state``, or a TypeError/ValueError naming every part that is malformed."""
-    if not isinstance(state, dict):
-        raise TypeError(f"Trainer.load_state_dict needs the dict that trainer.state_dict() returned; got {type(state).__name__}")
-    problems = []
-    missing = [key for key in ("model", "optimizer", "epoch", "global_step", "history", "numpy_random_state") if key not in state]
-    if missing:
-        problems.append(f"missing entries {missing}")
-    counters = {}
-    for key in ("epoch", "global_step"):
-        value = state.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            problems.append(f"{key} must be an int >= 0, got {value!r}")
-            value = 0
-        counters[key] = int(value)
-    history = state.get("history", {})
-    lists = {}
-    for key in ("steps", "epochs"):
-        entries = history.get(key) if isinstance(history, dict) else None
-        if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
-            problems.append(f"history[{key!r}] must be a list of dicts")
-        lists[key] = entries
-    random_state = state.get("numpy_random_state")
-    try:
-        np.random.RandomState().set_state(random_state)  # a throwaway generator checks it
-    except Exception as error:  # numpy raises TypeError, ValueError or IndexError, by what is wrong
-        problems.append(f"numpy_random_state is not a numpy.random.get_state() tuple ({type(error).__name__}: {error})")
-    position = None
-    saved_position = state.get("epoch_in_progress")
-    if saved_position is not None:
-        try:
-            epoch, batches_done = saved_position["epoch"], saved_position["batches_done"]
-            loader_state = saved_position["loader"]
-            if not (isinstance(epoch, (int, np.integer)) and isinstance(batches_done, (int, np.integer))):
-                raise TypeError("epoch and batches_done must be ints")
-            if epoch != counters["epoch"] + 1 or batches_done < 0:
-                raise ValueError(f"epoch {epoch} after {counters['epoch']} completed epochs, batches_done={batches_done}")
-            if loader_state is not None and not isinstance(loader_state, dict):
-                raise TypeError(f"loader must be a DataLoader state dict or None, got {type(loader_state).__name__}")
-            position = _EpochPosition(int(epoch), int(batches_done), loader_state)
-        except (TypeError, ValueError, KeyError) as error:
-            problems.append(f"epoch_in_progress is malformed ({type(error).__name__}: {error})")
-    if problems:
-        raise ValueError(
-            "Trainer.load_state_dict: the state is malformed, nothing was loaded:\n  " + "\n  ".join(problems)
-        )
-    return counters["epoch"], counters["global_step"], History(lists["steps"], lists["epochs"]), random_state, position
-
-
-def _empty_loader_message(loader):
-    return (
-        f"fit got a train_loader that yields no batches ({loader!r}); nothing was trained. Check that "
-        f"its dataset is not empty (and, with drop_last=True, holds at least batch_size samples), and "
-        f"pass a loader that can be iterated once per epoch (a generator is used up after one)"
-    )
 
 
 def _length(loader):

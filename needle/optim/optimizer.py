@@ -127,8 +127,8 @@ class Optimizer:
         saved_type = state_dict.get("optimizer", name)
         if saved_type != name:
             raise ValueError(
-                f"{name}.load_state_dict failed, nothing was loaded: the state is a {saved_type}'s and "
-                f"this optimizer is a {name}; build the optimizer the state was saved from "
+                f"{name}.load_state_dict failed, nothing was loaded: the state was saved by {saved_type} and "
+                f"this optimizer is {name}; build the optimizer the state was saved from "
                 f"(ndl.optim.{saved_type}(model.parameters()))"
             )
         problems, arrays = [], []  # arrays: (index, state name, host array) to load

@@ -194,3 +194,12 @@ def test_clip_grad_norm_names_a_module_and_takes_one_parameter():
     w = nn.Parameter(ndl.Tensor([0.0, 0.0]))
     w.grad = ndl.Tensor([3.0, 4.0])
     assert optim.clip_grad_norm(w, 10.0) == 5.0
+
+
+def test_a_state_dict_of_another_optimizer_type_is_refused_and_changes_nothing():
+    params, adam = trained_adam()
+    sgd = optim.SGD(params, lr=0.3, momentum=0.5)
+    before = snapshot(sgd)
+    with pytest.raises(ValueError, match=r"saved by Adam and this optimizer is SGD.*ndl.optim.Adam"):
+        sgd.load_state_dict(adam.state_dict())
+    assert_unchanged(sgd, before)

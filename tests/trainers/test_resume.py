@@ -193,7 +193,7 @@ def test_an_adam_checkpoint_into_an_sgd_trainer_changes_nothing(tmp_path):
     adam.save_checkpoint(path)
     sgd = trained("sgd")
     before = snapshot(sgd)
-    with pytest.raises(ValueError, match=r"the state is a Adam's and this optimizer is a SGD"):
+    with pytest.raises(ValueError, match=r"the checkpoint's optimizer is Adam, this trainer's is SGD"):
         sgd.load_checkpoint(path)
     assert_unchanged(sgd, before)
 
