@@ -124,13 +124,17 @@ class DataLoader:
                 samples); the loader is unchanged.
         """
         if not isinstance(state, dict):
-            raise TypeError(f"DataLoader.load_state_dict needs the dict that state_dict() returned; got {type(state).__name__}")
+            raise TypeError(
+                f"DataLoader.load_state_dict needs the dict that state_dict() returned; got {type(state).__name__}"
+            )
         problems = []
-        for key, mine in (("samples", len(self.dataset)), ("batch_size", self.batch_size), ("drop_last", bool(self.drop_last))):
+        settings = (("samples", len(self.dataset)), ("batch_size", self.batch_size), ("drop_last", bool(self.drop_last)))
+        for key, mine in settings:
             if state.get(key) != mine:
                 problems.append(f"{key}={state.get(key)!r} in the state, {mine!r} in this loader")
         next_batch = state.get("next_batch")
-        if isinstance(next_batch, bool) or not isinstance(next_batch, (int, np.integer)) or not 0 <= next_batch <= len(self):
+        is_int = isinstance(next_batch, (int, np.integer)) and not isinstance(next_batch, bool)
+        if not is_int or not 0 <= next_batch <= len(self):
             problems.append(f"next_batch must be an int in [0, {len(self)}], got {next_batch!r}")
         order = state.get("order")
         if order is not None:

@@ -131,54 +131,15 @@ class Optimizer:
                 f"this optimizer is {name}; build the optimizer the state was saved from "
                 f"(ndl.optim.{saved_type}(model.parameters()))"
             )
-        problems, arrays = [], []  # arrays: (index, state name, host array) to load
-        saved = state_dict.get("state")
-        if saved is None or not isinstance(saved, Mapping):
-            problems.append(
-                'no "state" entry (per-parameter state by index)' if saved is None
-                else f'"state" must be a dict of parameter index -> state, got {type(saved).__name__}'
-            )
-            saved = {}
-        for key, entry in saved.items():
-            index = _parameter_index(key)
-            if index is None or not 0 <= index < len(self.params):
-                problems.append(f"state for parameter {key!r}, but this optimizer has {len(self.params)} parameters")
-                continue
-            if not isinstance(entry, Mapping):
-                problems.append(f"parameter {index}: state must be a dict of name -> array, got {type(entry).__name__}")
-                continue
-            missing = [state_name for state_name in self.state_names if state_name not in entry]
-            if missing:
-                problems.append(f"parameter {index}: state {sorted(entry)} lacks {missing} (expected {list(self.state_names)})")
-            shape = tuple(self.params[index].shape)
-            for state_name, array in entry.items():
-                if state_name not in self.state_names:
-                    problems.append(f"parameter {index}: unknown state {state_name!r} (expected {list(self.state_names)})")
-                    continue
-                host, problem = _numeric_host_array(array)
-                if problem:
-                    problems.append(f"parameter {index}: state {state_name!r} {problem}")
-                elif host.shape != shape:
-                    problems.append(f"parameter {index}: state {state_name!r} has shape {host.shape}, the parameter has {shape}")
-                else:
-                    arrays.append((index, state_name, host))
-        hyperparameters = {hyper: getattr(self, hyper) for hyper in self.hyperparameter_names}
-        saved_hyperparameters = state_dict.get("hyperparameters", {})
-        if not isinstance(saved_hyperparameters, Mapping):
-            problems.append(f'"hyperparameters" must be a dict, got {type(saved_hyperparameters).__name__}')
-        elif set(saved_hyperparameters) - set(self.hyperparameter_names):
-            unknown = sorted(map(str, set(saved_hyperparameters) - set(self.hyperparameter_names)))
-            problems.append(f"unknown hyperparameters {unknown} (this {name} has {list(self.hyperparameter_names)})")
-        else:
-            hyperparameters.update(saved_hyperparameters)
-            try:
-                hyperparameters = self._checked(**hyperparameters)
-            except ValueError as error:
-                problems.append(str(error))
+        arrays, problems = self._checked_state_arrays(state_dict.get("state"))
+        hyperparameters, hyperparameter_problems = self._checked_saved_hyperparameters(
+            state_dict.get("hyperparameters", {})
+        )
+        problems += hyperparameter_problems
         problems += self._extra_state_problems(state_dict)
         if problems:
             raise ValueError(f"{name}.load_state_dict failed, nothing was loaded:\n  " + "\n  ".join(problems))
-        # NOTE: from here on nothing can fail: every value was checked and converted above.
+        # NOTE: every value was checked above, and the device copies are made before any assignment.
         device_arrays = []
         for index, state_name, host in arrays:
             data = self.params[index].realize_cached_data()
@@ -190,6 +151,53 @@ class Optimizer:
         for index, state_name, array in device_arrays:
             getattr(self, state_name)[self.params[index]] = array
         self._load_extra_state(state_dict)
+
+    def _checked_state_arrays(self, saved):
+        """``([(parameter index, state name, host array)], problems)`` for a saved ``"state"``."""
+        if saved is None:
+            return [], ['no "state" entry (per-parameter state by index)']
+        if not isinstance(saved, Mapping):
+            return [], [f'"state" must be a dict of parameter index -> state, got {type(saved).__name__}']
+        arrays, problems, expected = [], [], list(self.state_names)
+        for key, entry in saved.items():
+            index = _parameter_index(key)
+            if index is None or not 0 <= index < len(self.params):
+                problems.append(f"state for parameter {key!r}, but this optimizer has {len(self.params)} parameters")
+                continue
+            where = f"parameter {index}: state"
+            if not isinstance(entry, Mapping):
+                problems.append(f"{where} must be a dict of name -> array, got {type(entry).__name__}")
+                continue
+            missing = [name for name in expected if name not in entry]
+            if missing:
+                problems.append(f"{where} {sorted(entry)} lacks {missing} (expected {expected})")
+            shape = tuple(self.params[index].shape)
+            for name, array in entry.items():
+                if name not in expected:
+                    problems.append(f"parameter {index}: unknown state {name!r} (expected {expected})")
+                    continue
+                host, problem = _numeric_host_array(array)
+                if problem:
+                    problems.append(f"{where} {name!r} {problem}")
+                elif host.shape != shape:
+                    problems.append(f"{where} {name!r} has shape {host.shape}, the parameter has {shape}")
+                else:
+                    arrays.append((index, name, host))
+        return arrays, problems
+
+    def _checked_saved_hyperparameters(self, saved):
+        """``(all hyperparameters with the saved ones applied, problems)``."""
+        current = {name: getattr(self, name) for name in self.hyperparameter_names}
+        if not isinstance(saved, Mapping):
+            return current, [f'"hyperparameters" must be a dict, got {type(saved).__name__}']
+        unknown = set(saved) - set(self.hyperparameter_names)
+        if unknown:
+            names = sorted(map(str, unknown))
+            return current, [f"unknown hyperparameters {names} (this {type(self).__name__} has {list(current)})"]
+        try:
+            return self._checked(**{**current, **saved}), []
+        except ValueError as error:
+            return current, [str(error)]
 
     def _set_hyperparameters(self, **values):
         for name, value in self._checked(**values).items():

@@ -326,7 +326,11 @@ def test_only_the_entries_the_state_names_are_read(tmp_path, monkeypatch):
         assert archive.getinfo("unused.npy").file_size == 4_000_000_000
     opened = []
     real_open = zipfile.ZipFile.open
-    monkeypatch.setattr(zipfile.ZipFile, "open", lambda self, name, *a, **k: opened.append(getattr(name, "filename", name)) or real_open(self, name, *a, **k))
+    def recording_open(self, name, *args, **kwargs):
+        opened.append(getattr(name, "filename", name))
+        return real_open(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", recording_open)
     loaded = load_checkpoint(path)
     assert loaded["w"].tolist() == [0.0, 1.0, 2.0]
     assert sorted(opened) == ["__state__.npy", "array_0.npy"]
