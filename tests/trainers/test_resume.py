@@ -256,3 +256,19 @@ def test_a_checkpoint_saved_after_the_last_batch_finishes_the_epoch_on_resume(tm
     assert resumed.epoch == 0
     resumed.fit(loader(), epochs=2)
     assert_same_run(straight, resumed)
+
+
+def test_an_optimizer_state_that_does_not_fit_leaves_the_model_as_it_was(tmp_path):
+    """The model loads first; when the optimizer then refuses its part, the model is put back."""
+    path = tmp_path / "state.npz"
+    source = build(5, "sgd")
+    source.fit(loader(), epochs=1)
+    state = source.state_dict()
+    state["optimizer"]["state"][0]["momentum_buffer"] = np.zeros((3, 3), np.float32)
+    del state["optimizer"]["optimizer"]  # as an older checkpoint, without the optimizer's name
+    save_checkpoint(path, state)
+    trainer = trained("sgd")
+    before = snapshot(trainer)
+    with pytest.raises(ValueError, match=r"state 'momentum_buffer' has shape \(3, 3\)"):
+        trainer.load_checkpoint(path)
+    assert_unchanged(trainer, before)
