@@ -240,6 +240,8 @@ def _checked_params(optimizer, params):
             f"{optimizer} takes the parameters, got the module {type(params).__name__}; "
             f"pass model.parameters()"
         )
+    if callable(params) and not isinstance(params, Iterable):
+        raise TypeError(f"{optimizer} takes the parameters, got the function {params!r}: call it (model.parameters())")
     if isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable):
         raise TypeError(
             f"{optimizer} takes an iterable of parameters (e.g. model.parameters()), got {type(params).__name__}"

@@ -42,6 +42,12 @@ def test_a_module_instead_of_its_parameters_is_refused(make):
         make(nn.Linear(2, 2))
 
 
+def test_the_parameters_method_uncalled_is_refused():
+    model = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match=r"got the function .*call it \(model.parameters\(\)\)"):
+        optim.Adam(model.parameters)
+
+
 def test_a_single_parameter_is_refused():
     with pytest.raises(TypeError, match=r"single Parameter of shape \(2,\); pass \[param\]"):
         optim.SGD(nn.Parameter(ndl.Tensor([1.0, 2.0])))
