@@ -1,24 +1,31 @@
 """Checkpoint files: nested state (dicts, lists, numbers, arrays) in one ``.npz``, written atomically.
 
 Arrays go into the archive as ``array_0``, ``array_1``, ...; everything else goes into a JSON
-blob (``__state__``) in which each array is a ``{"array": "array_<n>"}`` placeholder. Loading
-needs no pickle, so a checkpoint cannot run code. Writing goes to a temporary file in the same
-folder, is fsync'ed, then ``os.replace``d over the target: a crash mid-write leaves the previous
-checkpoint whole.
+blob (``__state__``, the manifest) in which each array is a ``{"array": "array_<n>"}``
+placeholder. Loading needs no pickle, so a checkpoint cannot run code, and reads only the
+entries the manifest names, each checked against its declared size before it is read.
+
+Writing goes to a temporary file ``.<name>.<pid>.<random>.tmp`` in the same folder, is
+fsync'ed, then ``os.replace``d over the target: a crash mid-write leaves the previous checkpoint
+whole, and the next successful save removes temporary files that writers which died left
+behind. A replaced checkpoint keeps its permission bits; a new one gets the umask's default.
 """
 import json
 import os
-import tempfile
+import re
+import secrets
 import zipfile
 from pathlib import Path
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from .callbacks import Callback
 
 FORMAT = "needle-trainer-checkpoint"
 VERSION = 1
 _STATE_KEY = "__state__"
+_MAX_DEFLATE_RATIO = 1100  # deflate cannot expand more than about 1032:1
 
 
 class CheckpointError(ValueError):
@@ -33,6 +40,11 @@ def save_checkpoint(path, state):
         state: nested dicts (any str/int keys), lists, tuples, None, bools, numbers, strings,
             and arrays (numpy arrays or scalars, or anything with ``.numpy()``: Tensor, NDArray).
 
+    Raises:
+        TypeError: a value that cannot be saved (nothing is written).
+        OSError (FileNotFoundError, PermissionError, ...): the file cannot be written; the
+            message names ``path``.
+
     Example:
         >>> import tempfile, os, numpy as np
         >>> path = os.path.join(tempfile.mkdtemp(), "state.npz")
@@ -43,26 +55,105 @@ def save_checkpoint(path, state):
     """
     path = Path(path)
     arrays = {}
-    blob = json.dumps({"format": FORMAT, "version": VERSION, "state": _encode(state, arrays)})
+    try:
+        blob = json.dumps({"format": FORMAT, "version": VERSION, "state": _encode(state, arrays)})
+    except RecursionError:
+        raise ValueError("cannot checkpoint a state nested this deeply (or one that contains itself)") from None
     arrays[_STATE_KEY] = np.frombuffer(blob.encode("utf-8"), dtype=np.uint8)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    descriptor, temporary = _create_temporary(path)
     try:
         with os.fdopen(descriptor, "wb") as stream:
             np.savez(stream, **arrays)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         try:
             os.unlink(temporary)
         except FileNotFoundError:
             pass
+        if isinstance(error, OSError):
+            raise _naming_path(error, path) from error
         raise
     _fsync_folder(path.parent)
+    _remove_stale_temporaries(path)
+
+
+def _create_temporary(path):
+    """``(descriptor, name)`` of a new temporary file beside ``path``, with the mode ``path`` will keep."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None  # a new checkpoint: 0o666 less the umask, as open() gives
+    except OSError as error:
+        raise _naming_path(error, path) from error
+    while True:
+        temporary = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            break
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise _naming_path(error, path) from error
+    if mode is not None:
+        try:
+            os.chmod(temporary, mode)
+        except OSError:
+            pass  # e.g. a file system without permission bits
+    return descriptor, temporary
+
+
+def _naming_path(error, path):
+    """``error`` (an OSError) again, as the same type, with a message about the user's ``path``."""
+    folder = path.parent
+    if isinstance(error, FileNotFoundError) and not folder.is_dir():
+        reason = f"the folder {folder} does not exist; create it first (os.makedirs({str(folder)!r}, exist_ok=True))"
+    elif isinstance(error, PermissionError):
+        reason = f"no permission to write in {folder} (choose a writable folder, or change its permissions)"
+    else:
+        reason = error.strerror or str(error)
+    renamed = type(error)(error.errno, f"cannot save the checkpoint {path}: {reason}")
+    renamed.filename = str(path)
+    return renamed
+
+
+def _remove_stale_temporaries(path):
+    """Delete this checkpoint's temporary files whose writer process no longer runs."""
+    if os.name != "posix":
+        return  # no cheap, safe liveness check for a process id
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.[0-9a-f]{{8}}\.tmp")
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None or not _process_is_gone(int(match.group(1))):
+            continue
+        try:
+            os.unlink(path.parent / name)
+        except OSError:
+            pass  # another save removed it first, or it cannot be removed: harmless
+
+
+def _process_is_gone(pid):
+    if pid == os.getpid():
+        return False  # ours: a save in another thread may be writing it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive, owned by someone else
+    return False
 
 
 def load_checkpoint(path):
     """Read the state that ``save_checkpoint`` wrote to ``path`` (arrays come back as numpy).
+
+    Only the arrays the state refers to are read, each after checking that its declared size
+    fits its header; nothing is unpickled.
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -74,19 +165,90 @@ def load_checkpoint(path):
             f"no checkpoint at {path}: check the path, or save one first with trainer.save_checkpoint({str(path)!r})"
         )
     try:
-        with open(path, "rb") as stream, np.load(stream, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-        document = json.loads(arrays.pop(_STATE_KEY).tobytes().decode("utf-8"))
-        if document.get("format") != FORMAT:
-            raise ValueError(f"format {document.get('format')!r}, expected {FORMAT!r}")
-        if document.get("version") != VERSION:
-            raise ValueError(f"version {document.get('version')!r}, this code reads version {VERSION}")
+        with zipfile.ZipFile(path) as archive:
+            blob = _read_entry(archive, _STATE_KEY)
+            if blob.dtype != np.uint8 or blob.ndim != 1:
+                raise ValueError(f"{_STATE_KEY} is {blob.dtype} of shape {blob.shape}, not bytes")
+            document = json.loads(blob.tobytes().decode("utf-8"))
+            if not isinstance(document, dict) or document.get("format") != FORMAT:
+                found = document.get("format") if isinstance(document, dict) else None
+                raise ValueError(f"format {found!r}, expected {FORMAT!r}")
+            if document.get("version") != VERSION:
+                raise ValueError(f"version {document.get('version')!r}, this code reads version {VERSION}")
+            arrays = {name: _read_entry(archive, name) for name in _array_names(document["state"])}
         return _decode(document["state"], arrays)
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, UnicodeDecodeError) as error:
+    except RecursionError:
         raise CheckpointError(
-            f"{path} is not a readable trainer checkpoint ({type(error).__name__}: {error}); it may be "
-            f"truncated or written by another program. Load an earlier checkpoint or delete it and train again."
+            f"{path} is not a readable trainer checkpoint: its state is nested too deeply to be one "
+            f"needle wrote. Load an earlier checkpoint or delete it and train again."
+        ) from None
+    except MemoryError:
+        raise
+    except Exception as error:
+        raise CheckpointError(
+            f"{path} is not a readable trainer checkpoint ({type(error).__name__}: {_without_pickle_advice(error)}); "
+            f"it may be truncated or written by another program. Load an earlier checkpoint or delete it and train again."
         ) from error
+
+
+def _read_entry(archive, name):
+    """The array stored as ``name`` in the zip ``archive``, after checking its declared sizes."""
+    try:
+        info = archive.getinfo(name + ".npy")
+    except KeyError:
+        raise ValueError(f"the archive has no entry {name!r}, which the state refers to") from None
+    if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+        raise ValueError(f"entry {name!r} declares {info.file_size} bytes but stores {info.compress_size}")
+    if info.file_size > max(info.compress_size, 1) * _MAX_DEFLATE_RATIO:
+        raise ValueError(f"entry {name!r} declares {info.file_size} bytes from {info.compress_size} compressed")
+    with archive.open(info) as stream:
+        version = npy_format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran_order, dtype = npy_format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran_order, dtype = npy_format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"entry {name!r} uses npy format {version}, which checkpoints never use")
+        if dtype.hasobject:
+            raise ValueError(f"entry {name!r} holds Python objects; a checkpoint holds numbers only")
+        size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        if info.file_size != stream.tell() + size:
+            raise ValueError(
+                f"entry {name!r} declares {info.file_size} bytes, its header ({dtype}, shape {shape}) implies "
+                f"{stream.tell() + size}"
+            )
+        array = np.empty(shape, dtype=dtype, order="F" if fortran_order else "C")
+        view = memoryview(array.reshape(-1, order="A").view(np.uint8)) if size else memoryview(b"")
+        done = 0
+        while done < size:
+            count = stream.readinto(view[done:])
+            if not count:
+                raise EOFError(f"entry {name!r} ends after {done} of {size} bytes")
+            done += count
+    return array
+
+
+def _without_pickle_advice(error):
+    """The error's message, unless it advises unpickling (never advice to give about a file)."""
+    message = str(error)
+    return "the archive holds Python objects" if "pickle" in message.lower() else message
+
+
+def _array_names(value):
+    """The array names the encoded ``value`` refers to (iteratively: the nesting may be deep)."""
+    names, pending = [], [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            if "array" in item and len(item) == 1:
+                if not isinstance(item["array"], str):
+                    raise ValueError(f"an array placeholder names {item['array']!r}")
+                names.append(item["array"])
+            else:
+                pending.extend(item.values())
+    return names
 
 
 def _encode(value, arrays):
@@ -133,7 +295,10 @@ def _decode(value, arrays):
     if "tuple" in value:
         return tuple(_decode(item, arrays) for item in value["tuple"])
     if "scalar" in value:
-        return np.dtype(value["dtype"]).type(value["scalar"])
+        dtype = np.dtype(value["dtype"])
+        if dtype.hasobject:
+            raise ValueError("a scalar of Python objects")
+        return dtype.type(value["scalar"])
     return arrays[value["array"]]
 
 

@@ -9,6 +9,7 @@ from needle import autograd
 
 from .callbacks import HOOKS, Callback
 from .checkpoint import load_checkpoint, save_checkpoint
+from .trainer_state import EpochPosition, checked_trainer_state, empty_loader_message
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -100,6 +101,7 @@ class Trainer:
         self.global_step = 0
         self.should_stop = False
         self.batches_per_epoch = None
+        self._position = None  # the EpochPosition of an epoch started but not finished
 
     # ---- the loop -----------------------------------------------------------------------------
     def fit(self, train_loader, epochs=1, val_loader=None):
@@ -114,23 +116,37 @@ class Trainer:
         Returns:
             ``self.history``.
 
+        An epoch that was interrupted (an exception, or a checkpoint saved mid-epoch and loaded
+        with ``load_checkpoint``) is finished first, from the batch after the last one applied
+        and, with a ``DataLoader``, in the same sample order: the result equals an uninterrupted
+        run. ``should_stop`` set mid-epoch ends that epoch early (it is summarised and counted).
+
         Raises:
             NonFiniteLossError (a FloatingPointError): the loss became NaN or infinite; the
                 message names the epoch and global step, and that step was not applied.
+            ValueError: ``train_loader`` yields no batches.
         """
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"fit epochs must be a non-negative int; got epochs={epochs!r}")
+        if epochs and _length(train_loader) == 0:
+            raise ValueError(empty_loader_message(train_loader))
         self.should_stop = False
         self.batches_per_epoch = _length(train_loader)
         try:
             self.dispatch("on_fit_start")
             for epoch in range(self.epoch + 1, self.epoch + epochs + 1):
                 self.dispatch("on_train_epoch_start", epoch)
-                started, first_step = time.perf_counter(), len(self.history.steps)
-                for X, y in train_loader:
-                    self._record_step(epoch, *self.train_step(X, y), batch_size=y.shape[0])
+                batches = self._epoch_batches(train_loader, epoch)
+                position = self._position
+                started, first_step = time.perf_counter(), len(self.history.steps) - position.batches_done
+                for X, y in batches:
+                    loss, accuracy = self.train_step(X, y)
+                    position.batches_done += 1
+                    self._record_step(epoch, loss, accuracy, batch_size=y.shape[0])
                     if self.should_stop:
                         break
+                if not position.batches_done:
+                    raise ValueError(empty_loader_message(train_loader))
                 self._end_epoch(epoch, self.history.steps[first_step:], time.perf_counter() - started, val_loader)
                 if self.should_stop:
                     break
@@ -198,7 +214,9 @@ class Trainer:
 
     # ---- checkpoints --------------------------------------------------------------------------
     def state_dict(self):
-        """Everything needed to resume: model, optimizer, counters, history, numpy's RNG state."""
+        """Everything needed to resume: model, optimizer, counters, history, numpy's RNG state,
+        and, mid-epoch, the epoch's position (batches applied, the loader's sample order)."""
+        position = self._position
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -206,16 +224,29 @@ class Trainer:
             "global_step": self.global_step,
             "history": self.history.state_dict(),
             "numpy_random_state": np.random.get_state(),
+            "epoch_in_progress": None if position is None else position.state_dict(),
         }
 
     def load_state_dict(self, state):
-        """Restore what ``state_dict`` returned (the model and optimizer must match the saved ones)."""
+        """Restore what ``state_dict`` returned (the model and optimizer must match the saved ones).
+
+        All or nothing: everything is checked before anything changes, and if the model or the
+        optimizer refuses its part, the trainer, model and optimizer are left as they were.
+
+        Raises:
+            TypeError, ValueError (a StateDictError for the model): naming what does not fit.
+        """
+        epoch, global_step, (steps, epochs), random_state, position = checked_trainer_state(state, self.optimizer)
+        model_before = self.model.state_dict()
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.epoch = int(state["epoch"])
-        self.global_step = int(state["global_step"])
-        self.history = History(state["history"]["steps"], state["history"]["epochs"])
-        np.random.set_state(state["numpy_random_state"])
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except BaseException:
+            self.model.load_state_dict(model_before)  # the model is all-or-nothing too
+            raise
+        self.epoch, self.global_step, self.history = epoch, global_step, History(steps, epochs)
+        self._position = position
+        np.random.set_state(random_state)
 
     def save_checkpoint(self, path):
         """Write ``state_dict()`` to ``path`` atomically (see ``trainers.checkpoint``)."""
@@ -261,6 +292,7 @@ class Trainer:
             metrics["val_loss"], metrics["val_accuracy"] = validation["loss"], validation["accuracy"]
             self.dispatch("on_validation_end", epoch, validation)
         self.epoch = epoch
+        self._position = None  # the epoch is over (a failed validation above leaves it to finish)
         self.history.epochs.append(metrics)
         self.dispatch("on_train_epoch_end", epoch, metrics)
 
@@ -275,6 +307,13 @@ class Trainer:
             step=step,
             loss=loss_value,
         )
+
+    def _epoch_batches(self, loader, epoch):
+        """An iterator over the batches of ``epoch`` still to train; ``self._position`` counts them."""
+        if self._position is None or self._position.epoch != epoch:
+            self._position, batches = EpochPosition.start(loader, epoch)
+            return batches
+        return self._position.remaining_batches(loader)
 
     def _to_device(self, tensor):
         return tensor if self.device is None else tensor.to(self.device)

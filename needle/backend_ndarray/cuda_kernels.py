@@ -5,27 +5,6 @@ Each is a plain tuple, so that tests can compile them (NVRTC) or run their opera
 host (g++) without a GPU; :class:`~needle.backend_ndarray.fused_cupy.CupyKernels` builds them.
 """
 
-SGD_STEP = (
-    "T gradient, T lr, T weight_decay", "T weight",
-    "weight -= lr * (gradient + weight_decay * weight)",
-    "needle_sgd_step",
-)
-MOMENTUM_STEP = (
-    "T gradient, T momentum, T step, T weight_decay", "T velocity, T weight",
-    "velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity",
-    "needle_momentum_step",
-)
-ADAM_STEP = (
-    "T gradient, T beta1, T beta2, T eps, T weight_decay, T step_size, T inverse_sqrt_c2",
-    "T first, T second, T weight",
-    """
-    T g = gradient + weight_decay * weight;
-    first = beta1 * first + (1 - beta1) * g;
-    second = beta2 * second + (1 - beta2) * (g * g);
-    weight -= step_size * first / (sqrt(second) * inverse_sqrt_c2 + eps);
-    """,
-    "needle_adam_step",
-)
 RELU_BACKWARD = (
     "T out_grad, T out", "T in_grad",
     "in_grad = out > (T)0 ? out_grad : (T)0",
@@ -106,9 +85,6 @@ ADAM_STEPS = multi_tensor(
     "{first}[k] = m; {second}[k] = s; {weight}[k] -= step_size * m / (sqrt(s) * inverse_sqrt_c2 + eps);",
 )
 KERNELS = {
-    "_sgd": SGD_STEP,
-    "_momentum": MOMENTUM_STEP,
-    "_adam": ADAM_STEP,
     "_relu_backward": RELU_BACKWARD,
     "_softmax_cross_entropy_rows": SOFTMAX_CROSS_ENTROPY_ROWS,
     "_softmax_cross_entropy_gradient": SOFTMAX_CROSS_ENTROPY_GRADIENT,

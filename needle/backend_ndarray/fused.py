@@ -1,14 +1,69 @@
 """Fused routines: the few multi-pass array updates that training repeats every step.
 
 Each device has one set, ``device.fused``. This module's :class:`ArrayRoutines` writes them
-with in-place calls of the device's array module through one reused scratch buffer (no
-allocation per step); it is what the CPU runs, and what CUDA falls back to for inputs its
-kernels do not take. ``fused_cupy.CupyKernels`` runs each routine as one CuPy kernel, because
-on a GPU at training sizes every launch costs more than the arithmetic.
+with in-place calls of the device's array module; it is what the CPU runs, and what CUDA falls
+back to for inputs its kernels do not take. ``fused_cupy.CupyKernels`` runs each routine as one
+CuPy kernel, because on a GPU at training sizes every launch costs more than the arithmetic.
 
-The routines take and return the raw arrays of the device's module. The ops and optimizers that
-call them own the semantics; the tests hold both sets to the same values.
+The routines hold no mutable state of their own: the optimizer updates take the caller's
+:class:`Scratch` (each optimizer owns one), so two models trained in two threads never share a
+buffer. The routines take and return the raw arrays of the device's module. The ops and
+optimizers that call them own the semantics; the tests hold both sets to the same values.
 """
+
+
+class Scratch:
+    """Reusable scratch arrays for one owner (an optimizer): one flat buffer per array type and dtype.
+
+    An update asks for an array shaped like the parameter it updates and is done with it before
+    the next parameter's update, so one buffer, as large as the largest parameter, serves all.
+    Not shared: an optimizer makes its own, so optimizers stepping in different threads never
+    write each other's scratch.
+
+    Example:
+        >>> import numpy as np
+        >>> scratch = Scratch()
+        >>> scratch.like(np, np.zeros((2, 3), np.float32)).shape
+        (2, 3)
+    """
+
+    __slots__ = ("_buffers", "_views")
+
+    def __init__(self):
+        self._buffers = {}  # (array type, dtype) -> one flat buffer
+        self._views = {}  # (array type, dtype, shape) -> a view of that buffer
+
+    def like(self, xp, array):
+        """A scratch array of ``xp`` (numpy or CuPy) shaped like ``array``; its values are garbage."""
+        key = (type(array), array.dtype, array.shape)
+        view = self._views.get(key)
+        if view is not None:
+            return view
+        buffer_key = key[:2]
+        buffer = self._buffers.get(buffer_key)
+        if buffer is None or buffer.size < array.size:
+            buffer = self._buffers[buffer_key] = xp.empty(array.size, dtype=array.dtype)
+            self._views = {k: v for k, v in self._views.items() if k[:2] != buffer_key}  # views of the old buffer
+        view = self._views[key] = buffer[: array.size].reshape(array.shape)
+        return view
+
+
+class SoftmaxCrossEntropySaved:
+    """What a softmax cross-entropy forward keeps for its gradient (both routine sets use it alike).
+
+    Attributes:
+        exp_shifted: ``exp(logits - row max)``, C-contiguous (batch, classes); the gradient is
+            made from it in place, so the state is used up by one gradient.
+        totals: the row sums of ``exp_shifted``, shape (batch,).
+        label_ids: the integer labels, shape (batch,).
+    """
+
+    __slots__ = ("exp_shifted", "totals", "label_ids")
+
+    def __init__(self, exp_shifted, totals, label_ids):
+        self.exp_shifted = exp_shifted
+        self.totals = totals
+        self.label_ids = label_ids
 
 
 class ArrayRoutines:
@@ -16,81 +71,55 @@ class ArrayRoutines:
 
     def __init__(self, xp):
         self.xp = xp
-        self._scratch = {}  # dtype -> one flat buffer
-        self._scratch_views = {}  # (dtype, shape) -> a view of that buffer
 
-    def scratch_like(self, array):
-        """A scratch array shaped like ``array``, carved from one reused buffer per dtype."""
-        key = (array.dtype, array.shape)
-        view = self._scratch_views.get(key)
-        if view is not None:
-            return view
-        buffer = self._scratch.get(array.dtype)
-        if buffer is None or buffer.size < array.size:
-            buffer = self._scratch[array.dtype] = self.xp.empty(array.size, dtype=array.dtype)
-            self._scratch_views.clear()  # views of the old buffer would keep it alive
-        view = self._scratch_views[key] = buffer[: array.size].reshape(array.shape)
-        return view
-
-    # ---- optimizer updates (in place) -----------------------------------------------------
-    def sgd_step(self, weight, gradient, lr, weight_decay):
-        """``weight -= lr * (gradient + weight_decay * weight)``."""
-        scratch = self.scratch_like(weight)
-        if weight_decay:
-            self.xp.multiply(weight, weight_decay, out=scratch)
-            scratch += gradient
-            scratch *= lr
-        else:
-            self.xp.multiply(gradient, lr, out=scratch)
-        weight -= scratch
-
-    def momentum_step(self, weight, velocity, gradient, momentum, step, weight_decay):
-        """``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
+    # ---- optimizer updates (in place), every parameter of one step in one call -------------
+    def sgd_steps(self, updates, lr, weight_decay, scratch):
+        """``weight -= lr * (gradient + weight_decay * weight)`` for each ``(weight, gradient)``."""
         xp = self.xp
-        scratch = self.scratch_like(weight)
-        velocity *= momentum
-        velocity += gradient
-        if weight_decay:
-            xp.multiply(weight, weight_decay, out=scratch)
-            velocity += scratch
-        xp.multiply(velocity, step, out=scratch)
-        weight -= scratch
-
-    def adam_step(self, weight, first, second, gradient, hyper):
-        """One Adam update of ``weight`` and its moments; ``hyper`` is an :class:`AdamScalars`."""
-        xp = self.xp
-        scratch = self.scratch_like(weight)
-        if hyper.weight_decay:
-            gradient = gradient + hyper.weight_decay * weight
-        first *= hyper.beta1
-        xp.multiply(gradient, 1 - hyper.beta1, out=scratch)
-        first += scratch
-        xp.multiply(gradient, gradient, out=scratch)
-        scratch *= 1 - hyper.beta2
-        second *= hyper.beta2
-        second += scratch
-        xp.sqrt(second, out=scratch)
-        scratch *= hyper.inverse_sqrt_c2
-        scratch += hyper.eps
-        xp.divide(first, scratch, out=scratch)
-        scratch *= hyper.step_size
-        weight -= scratch
-
-    # ---- the same for every parameter of a step (one call per device) -----------------------
-    def sgd_steps(self, updates, lr, weight_decay):
-        """:meth:`sgd_step` for each ``(weight, gradient)`` in ``updates``."""
         for weight, gradient in updates:
-            self.sgd_step(weight, gradient, lr, weight_decay)
+            buffer = scratch.like(xp, weight)
+            if weight_decay:
+                xp.multiply(weight, weight_decay, out=buffer)
+                buffer += gradient
+                buffer *= lr
+            else:
+                xp.multiply(gradient, lr, out=buffer)
+            weight -= buffer
 
-    def momentum_steps(self, updates, momentum, step, weight_decay):
-        """:meth:`momentum_step` for each ``(weight, velocity, gradient)`` in ``updates``."""
+    def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
+        """For each ``(weight, velocity, gradient)``:
+        ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
+        xp = self.xp
         for weight, velocity, gradient in updates:
-            self.momentum_step(weight, velocity, gradient, momentum, step, weight_decay)
+            buffer = scratch.like(xp, weight)
+            velocity *= momentum
+            velocity += gradient
+            if weight_decay:
+                xp.multiply(weight, weight_decay, out=buffer)
+                velocity += buffer
+            xp.multiply(velocity, step, out=buffer)
+            weight -= buffer
 
-    def adam_steps(self, updates, hyper):
-        """:meth:`adam_step` for each ``(weight, first, second, gradient)`` in ``updates``."""
+    def adam_steps(self, updates, hyper, scratch):
+        """One Adam update of each ``(weight, first, second, gradient)``; ``hyper`` is an :class:`AdamScalars`."""
+        xp = self.xp
         for weight, first, second, gradient in updates:
-            self.adam_step(weight, first, second, gradient, hyper)
+            buffer = scratch.like(xp, weight)
+            if hyper.weight_decay:
+                gradient = gradient + hyper.weight_decay * weight
+            first *= hyper.beta1
+            xp.multiply(gradient, 1 - hyper.beta1, out=buffer)
+            first += buffer
+            xp.multiply(gradient, gradient, out=buffer)
+            buffer *= 1 - hyper.beta2
+            second *= hyper.beta2
+            second += buffer
+            xp.sqrt(second, out=buffer)
+            buffer *= hyper.inverse_sqrt_c2
+            buffer += hyper.eps
+            xp.divide(first, buffer, out=buffer)
+            buffer *= hyper.step_size
+            weight -= buffer
 
     # ---- op pieces (new arrays) -----------------------------------------------------------
     def relu_backward(self, out_grad, out):
@@ -100,22 +129,23 @@ class ArrayRoutines:
         return out_grad * (out > 0)
 
     def softmax_cross_entropy(self, logits, label_ids):
-        """``(mean loss as a 0-d array, saved)``; ``saved`` feeds :meth:`softmax_cross_entropy_gradient`."""
+        """``(mean loss as a 0-d array, saved)``; ``saved``, a :class:`SoftmaxCrossEntropySaved`,
+        feeds :meth:`softmax_cross_entropy_gradient`."""
         xp = self.xp
         batch = logits.shape[0]
         shifted = logits - logits.max(axis=1, keepdims=True)
         exp_shifted = xp.exp(shifted)
-        totals = exp_shifted.sum(axis=1, keepdims=True)
-        rows = xp.arange(batch)
-        loss = (xp.log(totals).sum() - shifted[rows, label_ids].sum()) / batch
-        return xp.asarray(loss, dtype=logits.dtype), (exp_shifted, totals, rows, label_ids)
+        totals = exp_shifted.sum(axis=1)
+        loss = (xp.log(totals).sum() - shifted[xp.arange(batch), label_ids].sum()) / batch
+        return xp.asarray(loss, dtype=logits.dtype), SoftmaxCrossEntropySaved(exp_shifted, totals, label_ids)
 
     def softmax_cross_entropy_gradient(self, saved, out_grad):
-        """``out_grad * (softmax - one_hot) / batch``, made in place in the saved buffer."""
-        exp_shifted, totals, rows, label_ids = saved
-        scale = out_grad / exp_shifted.shape[0]
-        exp_shifted *= scale / totals
-        exp_shifted[rows, label_ids] -= scale
+        """``out_grad * (softmax - one_hot) / batch``, made in place in ``saved.exp_shifted``."""
+        exp_shifted = saved.exp_shifted
+        batch = exp_shifted.shape[0]
+        scale = out_grad / batch
+        exp_shifted *= scale / saved.totals.reshape(batch, 1)
+        exp_shifted[self.xp.arange(batch), saved.label_ids] -= scale
         return exp_shifted
 
 

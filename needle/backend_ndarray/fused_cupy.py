@@ -3,8 +3,9 @@
 At training sizes a GPU step is bound by kernel launches, not arithmetic: the array-module
 versions in :mod:`.fused` cost 4 launches per parameter for a momentum step, 11 for Adam and
 about 12 for softmax cross-entropy. Here each routine is one launch (the loss two: the rows,
-then their mean), and an optimizer step updates up to SLOTS parameters in one launch. Kernels
-compile on first use and CuPy caches them on disk.
+then their mean), and an optimizer step updates up to SLOTS parameters in one launch (there is
+no single-parameter kernel: an optimizer always hands over all of a step's parameters at once).
+Kernels compile on first use and CuPy caches them on disk.
 
 A kernel takes float32 or float64 arrays whose dtypes all match (labels: any integer type);
 anything else (mixed dtypes, float16) goes to the array-module versions, which give the same
@@ -13,7 +14,7 @@ values.
 import numpy
 
 from .cuda_kernels import KERNELS, SLOTS
-from .fused import ArrayRoutines
+from .fused import ArrayRoutines, SoftmaxCrossEntropySaved
 
 _FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
 
@@ -31,39 +32,18 @@ class CupyKernels(ArrayRoutines):
             setattr(self, attribute, cupy.ElementwiseKernel(*spec))
         self._dummies = {}  # (dtype, argument position) -> arrays for unused multi-tensor slots
 
-    def sgd_step(self, weight, gradient, lr, weight_decay):
-        if not _same_float_dtype(weight, gradient):
-            return super().sgd_step(weight, gradient, lr, weight_decay)
-        scalar = weight.dtype.type
-        self._sgd(gradient, scalar(lr), scalar(weight_decay), weight)
-
-    def momentum_step(self, weight, velocity, gradient, momentum, step, weight_decay):
-        if not _same_float_dtype(weight, velocity, gradient):
-            return super().momentum_step(weight, velocity, gradient, momentum, step, weight_decay)
-        scalar = weight.dtype.type
-        self._momentum(gradient, scalar(momentum), scalar(step), scalar(weight_decay), velocity, weight)
-
-    def adam_step(self, weight, first, second, gradient, hyper):
-        if not _same_float_dtype(weight, first, second, gradient):
-            return super().adam_step(weight, first, second, gradient, hyper)
-        scalar = weight.dtype.type
-        self._adam(
-            gradient, scalar(hyper.beta1), scalar(hyper.beta2), scalar(hyper.eps), scalar(hyper.weight_decay),
-            scalar(hyper.step_size), scalar(hyper.inverse_sqrt_c2), first, second, weight,
-        )
-
-    def sgd_steps(self, updates, lr, weight_decay):
+    def sgd_steps(self, updates, lr, weight_decay, scratch):
         rest = self._in_slots(self._sgd_steps, updates, (lr, weight_decay))
-        super().sgd_steps(rest, lr, weight_decay)
+        super().sgd_steps(rest, lr, weight_decay, scratch)
 
-    def momentum_steps(self, updates, momentum, step, weight_decay):
+    def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
         rest = self._in_slots(self._momentum_steps, updates, (momentum, step, weight_decay))
-        super().momentum_steps(rest, momentum, step, weight_decay)
+        super().momentum_steps(rest, momentum, step, weight_decay, scratch)
 
-    def adam_steps(self, updates, hyper):
+    def adam_steps(self, updates, hyper, scratch):
         scalars = (hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay, hyper.step_size, hyper.inverse_sqrt_c2)
         rest = self._in_slots(self._adam_steps, updates, scalars)
-        super().adam_steps(rest, hyper)
+        super().adam_steps(rest, hyper, scratch)
 
     def _in_slots(self, kernel, updates, scalars):
         """Run a multi-tensor ``kernel`` over ``updates``, SLOTS parameters a launch.
@@ -96,6 +76,7 @@ class CupyKernels(ArrayRoutines):
 
     def _unused_slots(self, dtype, position, count):
         """Distinct one-element arrays for the empty slots (never read: their size is 0)."""
+        # NOTE: shared by every caller, which is safe because no kernel reads or writes them.
         key = (dtype, position)
         dummies = self._dummies.get(key)
         if dummies is None:
@@ -120,12 +101,17 @@ class CupyKernels(ArrayRoutines):
         self._softmax_cross_entropy_rows(
             logits, label_ids, numpy.int32(classes), exp_shifted, totals, row_losses
         )
-        return row_losses.mean(), (exp_shifted, totals, label_ids)
+        return row_losses.mean(), SoftmaxCrossEntropySaved(exp_shifted, totals, label_ids)
 
     def softmax_cross_entropy_gradient(self, saved, out_grad):
-        if len(saved) != 3:  # saved by the array-module version
+        exp_shifted, totals, label_ids = saved.exp_shifted, saved.totals, saved.label_ids
+        if (
+            not _same_float_dtype(exp_shifted, totals)
+            or label_ids.dtype.kind not in "iu"
+            or 0 in exp_shifted.shape
+            or not (label_ids.flags.c_contiguous and exp_shifted.flags.c_contiguous)
+        ):
             return super().softmax_cross_entropy_gradient(saved, out_grad)
-        exp_shifted, totals, label_ids = saved
         batch, classes = exp_shifted.shape
         out_grad = out_grad.astype(exp_shifted.dtype, copy=False).reshape(1)
         self._softmax_cross_entropy_gradient(

@@ -55,12 +55,19 @@ class DataLoader:
                 f"DataLoader dtype is the dtype for float data and must be floating; got dtype={dtype!r} "
                 f"(integer labels keep their own dtype)"
             )
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+            raise TypeError(
+                f"DataLoader dataset must be a Dataset (anything with __len__ and __getitem__, e.g. "
+                f"NDArrayDataset(X, y)); got dataset={dataset!r}"
+            )
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.device = None if device is None else _resolve_device(device)
         self._resident = None  # (device, arrays) placed on the device at the first iteration
+        self._epoch = _EpochState(None, 0)  # the epoch most recently started by iter()
+        self._resume = None  # an _EpochState the next iter() continues (set by load_state_dict)
 
     def __len__(self):
         count = len(self.dataset)
@@ -70,16 +77,92 @@ class DataLoader:
 
     def __iter__(self):
         device = self.device if self.device is not None else _resolve_device(None)
-        order = np.random.permutation(len(self.dataset)) if self.shuffle else None
-        return self._batches(device, order)
+        if self._resume is not None:
+            epoch, self._resume = self._resume, None
+        else:
+            epoch = _EpochState(np.random.permutation(len(self.dataset)) if self.shuffle else None, 0)
+        self._epoch = epoch
+        return self._batches(device, epoch)
 
-    def _batches(self, device, order):
-        """Yield each batch of the epoch as a tuple of Tensors."""
+    # ---- resuming an epoch ----------------------------------------------------------------------
+    def state_dict(self):
+        """Where the epoch most recently started by ``iter()`` stands: its sample order and the
+        number of batches it has yielded (``next_batch``), plus the settings that order fits.
+
+        ``load_state_dict`` of it makes the next ``iter()`` continue that epoch exactly.
+
+        Example:
+            >>> import numpy as np
+            >>> from needle.data import NDArrayDataset
+            >>> loader = DataLoader(NDArrayDataset(np.arange(6.0)), batch_size=2, shuffle=True)
+            >>> batches = iter(loader)
+            >>> first = next(batches)
+            >>> state = loader.state_dict()
+            >>> state["next_batch"]
+            1
+            >>> loader.load_state_dict(state)
+            >>> rest = [x.numpy().tolist() for (x,) in loader]
+            >>> rest == [x.numpy().tolist() for (x,) in batches]
+            True
+        """
+        order = self._epoch.order
+        return {
+            "order": None if order is None else np.array(order, dtype=np.int64),
+            "next_batch": self._epoch.next_batch,
+            "samples": len(self.dataset),
+            "batch_size": self.batch_size,
+            "drop_last": bool(self.drop_last),
+        }
+
+    def load_state_dict(self, state):
+        """Make the next ``iter()`` continue the epoch that ``state_dict()`` described: the same
+        order, from batch ``state["next_batch"]``. Later iterations draw new orders as usual.
+
+        Raises:
+            TypeError/ValueError: ``state`` does not fit this loader (another dataset length,
+                batch size or ``drop_last``, or an order that is not a permutation of the
+                samples); the loader is unchanged.
+        """
+        if not isinstance(state, dict):
+            raise TypeError(
+                f"DataLoader.load_state_dict needs the dict that state_dict() returned; got {type(state).__name__}"
+            )
+        problems = []
+        settings = (("samples", len(self.dataset)), ("batch_size", self.batch_size), ("drop_last", bool(self.drop_last)))
+        for key, mine in settings:
+            if state.get(key) != mine:
+                problems.append(f"{key}={state.get(key)!r} in the state, {mine!r} in this loader")
+        next_batch = state.get("next_batch")
+        is_int = isinstance(next_batch, (int, np.integer)) and not isinstance(next_batch, bool)
+        if not is_int or not 0 <= next_batch <= len(self):
+            problems.append(f"next_batch must be an int in [0, {len(self)}], got {next_batch!r}")
+        order = state.get("order")
+        if order is not None:
+            order = np.asarray(order)
+            count = len(self.dataset)
+            if (
+                order.shape != (count,)
+                or order.dtype.kind not in "iu"
+                or not np.array_equal(np.sort(order), np.arange(count))
+            ):
+                problems.append(f"order must be a permutation of the {count} sample indices")
+        if problems:
+            raise ValueError(
+                "DataLoader.load_state_dict: the state does not fit this loader, nothing was loaded:\n  "
+                + "\n  ".join(problems)
+                + "\n(resume with a DataLoader over the same dataset, batch_size and drop_last)"
+            )
+        self._resume = _EpochState(None if order is None else order.astype(np.int64), int(next_batch))
+
+    def _batches(self, device, epoch):
+        """Yield each batch of the epoch from ``epoch.next_batch`` on, as a tuple of Tensors."""
         count, batch_count = len(self.dataset), len(self)
+        order = epoch.order
         resident = self._resident_arrays(device)
         if resident is not None and order is not None and device.name != "cpu":
             order = device.array(order)  # one small index upload per epoch
-        for batch in range(batch_count):
+        for batch in range(epoch.next_batch, batch_count):
+            epoch.next_batch = batch + 1
             start = batch * self.batch_size
             stop = min(start + self.batch_size, count)
             index = slice(start, stop) if order is None else order[start:stop]
@@ -120,6 +203,16 @@ class DataLoader:
             resident = tuple(device.array(self._cast(array)) for array in arrays)
         self._resident = (device, resident)
         return resident
+
+
+class _EpochState:
+    """One epoch's sample order (None: dataset order) and the index of its next batch."""
+
+    __slots__ = ("order", "next_batch")
+
+    def __init__(self, order, next_batch):
+        self.order = order
+        self.next_batch = next_batch
 
 
 def _read_only(array):

@@ -5,6 +5,7 @@ what was wrong, never a garbage array.
 """
 
 import gzip
+import os
 import struct
 import zlib
 
@@ -131,6 +132,12 @@ class MNISTDataset(Dataset):
     supports_array_index = True
 
     def __init__(self, image_filename, label_filename, transforms=None):
+        for name, value in (("image_filename", image_filename), ("label_filename", label_filename)):
+            if not isinstance(value, (str, bytes, os.PathLike)):
+                raise TypeError(
+                    f"MNISTDataset {name} must be the path of a gzipped IDX file (e.g. "
+                    f"needle.data.mnist().train_images); got {name}={value!r}"
+                )
         super().__init__(transforms)
         self.images, self.labels = parse_mnist(image_filename, label_filename)
 

@@ -5,6 +5,7 @@ statistics) and submodules by walking its attributes, including lists, tuples an
 course's plain ``self.layers = [...]`` style needs no registration calls.
 """
 import collections
+import collections.abc
 
 import numpy
 
@@ -221,9 +222,15 @@ class Module:
             strict: when True, missing and unexpected names are errors; when False they are skipped.
 
         Raises:
-            StateDictError (a KeyError and a ValueError): naming every missing, unexpected or
-            mis-shaped entry.
+            TypeError: ``state`` is not a dict.
+            StateDictError (a KeyError and a ValueError): naming every missing, unexpected,
+            non-numeric or mis-shaped entry.
         """
+        if not isinstance(state, collections.abc.Mapping):
+            raise TypeError(
+                f"load_state_dict for {type(self).__name__} needs a dict of name -> array, as "
+                f"module.state_dict() returns; got {type(state).__name__}"
+            )
         targets = collections.OrderedDict((name, tensor) for name, tensor, _ in _named_tensors(self))
         problems, updates = [], []
         if strict:
@@ -236,7 +243,14 @@ class Module:
         for name, tensor in targets.items():
             if name not in state:
                 continue
-            host = _to_host(state[name])
+            try:
+                host = _to_host(state[name])
+            except (TypeError, ValueError) as error:
+                problems.append(f"{name!r}: not an array ({type(state[name]).__name__}: {error})")
+                continue
+            if host.dtype.kind not in "biuf":
+                problems.append(f"{name!r}: must be a real numeric array, got dtype {host.dtype}")
+                continue
             if host.shape != tensor.shape:
                 problems.append(f"{name!r}: the checkpoint has shape {host.shape}, the module has {tensor.shape}")
                 continue

@@ -16,7 +16,8 @@ class BatchNorm1d(Module):
 
     Training uses the batch mean and biased batch variance and updates the running statistics
     ``running = (1 - momentum) * running + momentum * batch_statistic`` (outside the graph);
-    evaluation normalises with the running statistics.
+    evaluation normalises with the running statistics. Training needs at least 2 samples a
+    batch (a ValueError otherwise, as in PyTorch).
 
     Args:
         dim: number of features.
@@ -56,6 +57,15 @@ class BatchNorm1d(Module):
             centered = x - Tensor.make_const(running_mean.reshape((1, dim)))
             return centered * Tensor.make_const(inverse_std.reshape((1, dim))) * weight + bias
         batch = x.shape[0]
+        if batch < 2:
+            # NOTE: as PyTorch: one sample has variance 0 (the output would be all zeros, the
+            # running variance pulled toward 0), and no sample gives NaN statistics for good.
+            raise ValueError(
+                f"BatchNorm1d({dim}) in training needs a batch of at least 2 samples to estimate "
+                f"the variance, got input of shape {tuple(x.shape)}; the running statistics were "
+                f"not changed. Use batches of 2 or more (DataLoader(..., drop_last=True) drops a "
+                f"short last batch), or call model.eval() to use the running statistics"
+            )
         mean = x.sum((0,)) / batch
         centered = x - mean.reshape((1, dim))
         variance = (centered * centered).sum((0,)) / batch

@@ -78,7 +78,11 @@ def linear(x, weight, bias=None):
 
 
 class SoftmaxCrossEntropy(TensorOp):
-    """Mean over the batch of ``logsumexp(logits) - logits[label]``; labels are integer class ids."""
+    """Mean over the batch of ``logsumexp(logits) - logits[label]``; labels are integer class ids.
+
+    The forward keeps the device routine's ``SoftmaxCrossEntropySaved`` (see
+    :mod:`needle.backend_ndarray.fused`) for the first backward, which uses it up.
+    """
 
     def compute(self, logits: NDArray, labels: NDArray):
         if logits.ndim != 2 or labels.shape != logits.shape[:1]:
@@ -204,7 +208,8 @@ def softmax_cross_entropy(logits, labels):
     - a label outside ``[0, classes)`` raises ``LabelRangeError`` (an IndexError and a ValueError)
       on the CPU, and for float labels on any device;
     - integer labels on a GPU are not range-checked (the check would wait for the GPU every
-      step): an out-of-range label there makes the loss NaN.
+      step): an out-of-range label there makes the loss NaN (and its row's
+      gradient plain softmax) instead of raising.
 
     Example:
         >>> import needle as ndl

@@ -1,5 +1,6 @@
 """Adam, with the course's bias correction and weight decay."""
 import math
+import numbers
 
 from ..backend_ndarray.fused import AdamScalars
 from .optimizer import Optimizer, check_number
@@ -53,10 +54,17 @@ class Adam(Optimizer):
     def _extra_state(self):
         return {"t": self.t}
 
-    def _load_extra_state(self, state):
-        self.t = int(state.get("t", 0))
+    def _extra_state_problems(self, state_dict):
+        t = state_dict.get("t")
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral) or t < 0:
+            return [f"t (the number of steps taken) must be an int >= 0, got t={t!r}"]
+        return []
+
+    def _load_extra_state(self, state_dict):
+        self.t = int(state_dict["t"])
 
     def step(self):
+        gradients = self._gradients()
         self.t += 1
         lr, beta1, beta2 = float(self.lr), float(self.beta1), float(self.beta2)
         eps, weight_decay = float(self.eps), float(self.weight_decay)
@@ -67,11 +75,11 @@ class Adam(Optimizer):
         )
         firsts, seconds = self.m, self.v
         updates = {}  # fused routines of a device -> that device's updates
-        for param, weight, gradient, fused in self._gradients():
+        for param, weight, gradient, fused in gradients:
             first = firsts.get(param)
             if first is None:
                 first = firsts[param] = fused.xp.zeros_like(weight)
                 seconds[param] = fused.xp.zeros_like(weight)
             updates.setdefault(fused, []).append((weight, first, seconds[param], gradient))
         for fused, device_updates in updates.items():
-            fused.adam_steps(device_updates, hyper)
+            fused.adam_steps(device_updates, hyper, self._scratch)

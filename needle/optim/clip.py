@@ -8,13 +8,14 @@ from ..backend_ndarray import NDArray
 def clip_grad_norm(params, max_norm):
     """Scale the gradients so that their joint 2-norm is at most ``max_norm``.
 
-    Parameters without a gradient are ignored. The scaled gradients are written as new arrays
+    Parameters without a gradient are ignored. The norm is accumulated in at least float32 (a
+    float16 gradient's squares would overflow). The scaled gradients are written as new arrays
     into each ``.grad``: after ``backward(create_graph=False)`` two leaves may share one
     gradient array (``a + b`` passes the same array to both), which in-place scaling would
     scale twice.
 
     Args:
-        params: parameters (e.g. ``model.parameters()``).
+        params: parameters (e.g. ``model.parameters()``), or one parameter.
         max_norm: the largest allowed total norm (> 0).
 
     Returns:
@@ -32,11 +33,20 @@ def clip_grad_norm(params, max_norm):
     max_norm = float(max_norm)
     if not max_norm > 0:
         raise ValueError(f"max_norm must be > 0, got max_norm={max_norm}")
+    if isinstance(params, Tensor):
+        params = [params]
+    elif callable(getattr(params, "parameters", None)):
+        raise TypeError(
+            f"clip_grad_norm takes the parameters, got the module {type(params).__name__}; pass model.parameters()"
+        )
     params = [p for p in params if p.grad is not None]
     squares_by_device = {}
     for param in params:
         data = param.grad.realize_cached_data()
         flat = data.raw.reshape(-1)
+        if flat.dtype.itemsize < 4 or flat.dtype.kind != "f":
+            # NOTE: float16 squares overflow at 256 (300**2 is inf); sum them in float32.
+            flat = flat.astype("float32")
         squares_by_device.setdefault(data.device, []).append(data.device.xp.vdot(flat, flat))
     total = math.sqrt(sum(float(sum(squares)) for squares in squares_by_device.values()))
     if total > max_norm:

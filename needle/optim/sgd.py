@@ -48,7 +48,9 @@ class SGD(Optimizer):
         p = p - lr * u
 
     Parameters are updated in place; parameters whose ``.grad`` is None are skipped. With
-    ``momentum=0`` the velocity equals the gradient and is not kept in ``self.u``.
+    ``momentum=0`` the velocity equals the gradient and is not kept in ``self.u``. ``state_dict()``
+    saves the velocities as kept, ``u / (1 - momentum)`` (PyTorch's ``momentum_buffer``), so a
+    run resumed from it continues bitwise.
 
     Args:
         params: the parameters to update (e.g. ``model.parameters()``).
@@ -65,7 +67,9 @@ class SGD(Optimizer):
         [0.5, 1.5]
     """
 
-    state_names = ("u",)
+    # NOTE: the state saved is the velocity as kept, u / (1 - momentum) (PyTorch's
+    # momentum_buffer), with the momentum it is scaled by, so that a save and load is exact.
+    state_names = ("momentum_buffer",)
     hyperparameter_names = ("lr", "momentum", "weight_decay")
 
     def __init__(self, params, lr=0.01, momentum=0.0, weight_decay=0.0):
@@ -80,8 +84,29 @@ class SGD(Optimizer):
             "weight_decay": check_number("weight_decay", weight_decay, low=0),
         }
 
+    @property
+    def momentum_buffer(self):
+        """The velocities as kept, by parameter: ``u / (1 - buffer_momentum)`` (read ``u`` for the course's)."""
+        return self.u.scaled
+
+    def _extra_state(self):
+        return {"buffer_momentum": self.u.momentum}
+
+    def _extra_state_problems(self, state_dict):
+        value = state_dict.get("buffer_momentum", 0.0)
+        try:
+            check_number("buffer_momentum", value, low=0, high=1)
+        except ValueError as error:
+            return [f"{error} (the momentum the momentum buffers are scaled by)"]
+        return []
+
+    def _load_extra_state(self, state_dict):
+        saved = state_dict.get("buffer_momentum")
+        self.u.momentum = float(self.momentum if saved is None else saved)
+
     def step(self):
         # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
+        gradients = self._gradients()
         lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
         velocities = self.u
         if momentum and velocities.momentum != momentum:
@@ -89,7 +114,7 @@ class SGD(Optimizer):
         scaled = velocities.scaled
         step = lr * (1 - momentum)
         updates = {}  # fused routines of a device -> that device's updates
-        for param, weight, gradient, fused in self._gradients():
+        for param, weight, gradient, fused in gradients:
             if momentum == 0:
                 # NOTE: u would equal grad; it is not stored, so no state can alias a .grad array.
                 updates.setdefault(fused, []).append((weight, gradient))
@@ -100,7 +125,7 @@ class SGD(Optimizer):
             updates.setdefault(fused, []).append((weight, velocity, gradient))
         for fused, device_updates in updates.items():
             if momentum == 0:
-                fused.sgd_steps(device_updates, lr, weight_decay)
+                fused.sgd_steps(device_updates, lr, weight_decay, self._scratch)
             else:
                 # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v, in place.
-                fused.momentum_steps(device_updates, momentum, step, weight_decay)
+                fused.momentum_steps(device_updates, momentum, step, weight_decay, self._scratch)

@@ -84,9 +84,6 @@ def has_symbol(cubin, name):
 SIZES = tuple(f"size{j}" for j in range(SLOTS))
 # Each kernel and the parameters it is passed as scalars.
 ELEMENTWISE = {
-    "_sgd": ("lr", "weight_decay"),
-    "_momentum": ("momentum", "step", "weight_decay"),
-    "_adam": ("beta1", "beta2", "eps", "weight_decay", "step_size", "inverse_sqrt_c2"),
     "_relu_backward": (),
     "_softmax_cross_entropy_rows": ("classes",),
     "_softmax_cross_entropy_gradient": ("classes", "inverse_batch"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import needle as ndl
-from needle.backend_ndarray.fused import AdamScalars
+from needle.backend_ndarray.fused import AdamScalars, Scratch, SoftmaxCrossEntropySaved
 from needle.backend_ndarray.fused_cupy import CupyKernels
 
 from host_cupy import compiler_available, host_cupy
@@ -65,7 +65,7 @@ def dtype(request):
 def test_sgd_step(device, dtype, weight_decay):
     weight, gradient = draw(*SHAPE, dtype=dtype, seed=1), draw(*SHAPE, dtype=dtype, seed=2)
     on_device = on(device, weight)
-    device.fused.sgd_step(on_device, on(device, gradient), 0.1, weight_decay)
+    device.fused.sgd_steps([(on_device, on(device, gradient))], 0.1, weight_decay, Scratch())
     expected = weight.astype(np.float64) - 0.1 * (gradient + weight_decay * weight.astype(np.float64))
     np.testing.assert_allclose(host(on_device), expected, **tolerance(dtype))
     assert on_device.dtype == dtype
@@ -75,7 +75,7 @@ def test_sgd_step(device, dtype, weight_decay):
 def test_momentum_step(device, dtype, weight_decay):
     weight, velocity, gradient = (draw(*SHAPE, dtype=dtype, seed=s) for s in (1, 2, 3))
     weight_d, velocity_d = on(device, weight), on(device, velocity)
-    device.fused.momentum_step(weight_d, velocity_d, on(device, gradient), 0.9, 0.01, weight_decay)
+    device.fused.momentum_steps([(weight_d, velocity_d, on(device, gradient))], 0.9, 0.01, weight_decay, Scratch())
     w64 = weight.astype(np.float64)
     expected_velocity = 0.9 * velocity + gradient + weight_decay * w64
     np.testing.assert_allclose(host(velocity_d), expected_velocity, **tolerance(dtype))
@@ -88,7 +88,7 @@ def test_adam_step(device, dtype, weight_decay):
     second = np.abs(draw(*SHAPE, dtype=dtype, seed=4))
     hyper = AdamScalars(0.9, 0.999, 1e-8, weight_decay, step_size=0.01 / (1 - 0.9**3), inverse_sqrt_c2=1 / np.sqrt(1 - 0.999**3))
     arrays = [on(device, a) for a in (weight, first, second)]
-    device.fused.adam_step(*arrays, on(device, gradient), hyper)
+    device.fused.adam_steps([(*arrays, on(device, gradient))], hyper, Scratch())
     w64 = weight.astype(np.float64)
     g = gradient + weight_decay * w64
     expected_first = 0.9 * first + 0.1 * g
@@ -131,6 +131,7 @@ def test_softmax_cross_entropy_loss_and_gradient(device, dtype, batch, classes, 
     assert loss.shape == () and loss.dtype == dtype
     np.testing.assert_allclose(host(loss), expected_loss, **tolerance(dtype))
     out_grad = on(device, np.asarray(2.0, dtype=dtype))
+    assert isinstance(saved, SoftmaxCrossEntropySaved) and saved.totals.shape == (batch,)
     gradient = fused.softmax_cross_entropy_gradient(saved, out_grad)
     np.testing.assert_allclose(host(gradient), 2.0 * expected_gradient, **tolerance(dtype))
 
@@ -150,7 +151,7 @@ def test_mixed_dtypes_take_the_array_module_path(device):
     weight, velocity = draw(*SHAPE, seed=1), draw(*SHAPE, seed=2)
     gradient = draw(*SHAPE, dtype=np.float64, seed=3)
     weight_d, velocity_d = on(device, weight), on(device, velocity)
-    device.fused.momentum_step(weight_d, velocity_d, on(device, gradient), 0.5, 0.1, 0.0)
+    device.fused.momentum_steps([(weight_d, velocity_d, on(device, gradient))], 0.5, 0.1, 0.0, Scratch())
     expected_velocity = 0.5 * velocity + gradient
     np.testing.assert_allclose(host(velocity_d), expected_velocity, rtol=1e-5)
     np.testing.assert_allclose(host(weight_d), weight - 0.1 * expected_velocity, rtol=1e-5, atol=1e-6)
@@ -160,15 +161,33 @@ def test_mixed_dtypes_take_the_array_module_path(device):
     np.testing.assert_array_equal(host(result), np.where(host(out) > 0, gradient, 0))
 
 
-def test_scratch_is_reused_and_grows(device):
-    fused = device.fused
-    small = fused.scratch_like(np.empty((2, 3), np.float32))
+def test_scratch_is_reused_and_grows():
+    scratch = Scratch()
+    small = scratch.like(np, np.empty((2, 3), np.float32))
     assert small.shape == (2, 3)
-    again = fused.scratch_like(np.empty((3, 2), np.float32))
+    again = scratch.like(np, np.empty((3, 2), np.float32))
     assert again.shape == (3, 2) and _base(again) is _base(small)
-    big = fused.scratch_like(np.empty((100, 100), np.float32))
-    assert big.shape == (100, 100)
-    assert fused.scratch_like(np.empty(4, np.float64)).dtype == np.float64
+    big = scratch.like(np, np.empty((100, 100), np.float32))
+    assert big.shape == (100, 100) and _base(big) is not _base(small)
+    assert scratch.like(np, np.empty((3, 2), np.float32)).shape == (3, 2)
+    assert _base(scratch.like(np, np.empty((3, 2), np.float32))) is _base(big), "old views are dropped"
+    assert scratch.like(np, np.empty(4, np.float64)).dtype == np.float64
+
+
+def test_each_scratch_owns_its_memory():
+    """Two owners (two optimizers) never get the same buffer."""
+    first, second = Scratch(), Scratch()
+    like = np.empty(5, np.float32)
+    assert not np.shares_memory(first.like(np, like), second.like(np, like))
+
+
+def test_the_routines_keep_no_mutable_state(device):
+    """All per-step memory comes from the caller's Scratch, so threads cannot collide inside the routines."""
+    fused = device.fused
+    state = {name: value for name, value in vars(fused).items() if name != "xp" and not callable(value)}
+    if isinstance(fused, CupyKernels):
+        state.pop("_dummies")  # the empty slots' placeholders: no kernel reads or writes them
+    assert state == {}
 
 
 def _base(array):
@@ -244,7 +263,7 @@ MANY_SHAPES = [(3, 4), (5,), (1, 4), (2, 3, 2), (7,), (1,), (4, 4), (6, 1), (2, 
 
 @pytest.mark.parametrize("routine", ["sgd", "momentum", "adam"])
 def test_updates_of_many_parameters_at_once_match_one_by_one(device, routine):
-    """The *_steps methods (multi-tensor kernels on CUDA) against the single-parameter formulas."""
+    """The *_steps methods (multi-tensor kernels on CUDA) against the CPU routines, one parameter a call."""
     rng = np.random.default_rng(11)
     arrays = [
         [rng.standard_normal(shape).astype(np.float32) for shape in MANY_SHAPES]
@@ -256,21 +275,33 @@ def test_updates_of_many_parameters_at_once_match_one_by_one(device, routine):
     on_device = [[on(device, a) for a in group] for group in arrays]
     weights, firsts, seconds, gradients = on_device
     if routine == "sgd":
-        device.fused.sgd_steps(list(zip(weights, gradients)), 0.1, 0.01)
+        device.fused.sgd_steps(list(zip(weights, gradients)), 0.1, 0.01, Scratch())
     elif routine == "momentum":
-        device.fused.momentum_steps(list(zip(weights, firsts, gradients)), 0.9, 0.01, 0.01)
+        device.fused.momentum_steps(list(zip(weights, firsts, gradients)), 0.9, 0.01, 0.01, Scratch())
     else:
-        device.fused.adam_steps(list(zip(weights, firsts, seconds, gradients)), hyper)
+        device.fused.adam_steps(list(zip(weights, firsts, seconds, gradients)), hyper, Scratch())
     reference = ndl.cpu().fused
     expected = [[a.copy() for a in group] for group in arrays]
-    for w, m, v, g in zip(*expected):
+    for w, m, v, g in zip(*expected):  # one parameter a call
         if routine == "sgd":
-            reference.sgd_step(w, g, 0.1, 0.01)
+            reference.sgd_steps([(w, g)], 0.1, 0.01, Scratch())
         elif routine == "momentum":
-            reference.momentum_step(w, m, g, 0.9, 0.01, 0.01)
+            reference.momentum_steps([(w, m, g)], 0.9, 0.01, 0.01, Scratch())
         else:
-            reference.adam_step(w, m, v, g, hyper)
+            reference.adam_steps([(w, m, v, g)], hyper, Scratch())
     for got_group, want_group in zip(on_device[:3], expected[:3]):
         for got, want in zip(got_group, want_group):
             np.testing.assert_allclose(host(got), want, rtol=1e-5, atol=1e-6)
     assert not np.allclose(host(weights[0]), arrays[0][0])
+
+
+def test_softmax_cross_entropy_in_float16_takes_the_array_module_path_on_both_sides(device):
+    """No kernel takes float16: forward and gradient both fall back, through the same saved state."""
+    logits = draw(6, 4, seed=7).astype(np.float16)
+    labels = np.array([0, 3, 1, 2, 2, 0])
+    expected_loss, expected_gradient = softmax_cross_entropy_reference(logits, labels)
+    loss, saved = device.fused.softmax_cross_entropy(on(device, logits), on(device, labels))
+    assert loss.dtype == np.float16 and saved.exp_shifted.dtype == np.float16
+    np.testing.assert_allclose(host(loss), expected_loss, rtol=2e-3)
+    gradient = device.fused.softmax_cross_entropy_gradient(saved, on(device, np.float16(1.0)))
+    np.testing.assert_allclose(host(gradient), expected_gradient, rtol=1e-2, atol=1e-3)
