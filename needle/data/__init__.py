@@ -10,6 +10,7 @@ from .dataset import Dataset, NDArrayDataset
 from .mnist_dataset import MNISTDataset, MNISTFormatError, parse_mnist
 from .mnist_files import MNISTChecksumError, MNISTFiles, mnist, verify_mnist_file
 from .transforms import RandomCrop, RandomFlipHorizontal, Transform
+from .datasets import Corpus, Dictionary, batchify, get_batch  # noqa: F401
 
 __all__ = [
     "DataLoader",

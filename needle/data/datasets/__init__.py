@@ -1,0 +1,1 @@
+from .ptb_dataset import Corpus, Dictionary, batchify, get_batch
