@@ -85,3 +85,64 @@ def test_get_batch_targets_are_the_next_words():
 
 def test_module_layout_is_the_courses():
     assert ptb_dataset.Corpus is Corpus and ndl.data.datasets.batchify is batchify
+
+
+# ---- the course's language model and helpers (examples/models.py, examples/simple_ml.py) --------
+def _example(name):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("seq_model", ["rnn", "lstm"])
+def test_language_model_learns_a_repeating_corpus(tmp_path, seq_model):
+    (tmp_path / "train.txt").write_text("a b c d e f g\n" * 60)
+    (tmp_path / "test.txt").write_text("a b c d e f g\n" * 10)
+    corpus = Corpus(tmp_path)
+    models, simple_ml = _example("models"), _example("simple_ml")
+    np.random.seed(0)
+    vocabulary = len(corpus.dictionary)
+    model = models.LanguageModel(8, vocabulary, 16, num_layers=2, seq_model=seq_model)
+    train = batchify(corpus.train, 8, ndl.cpu(), "float32")
+    first_accuracy, first_loss = simple_ml.evaluate_ptb(model, train, seq_len=10)
+    accuracy, loss = simple_ml.train_ptb(
+        model, train, seq_len=10, n_epochs=8, optimizer=ndl.optim.Adam, lr=0.02, clip=5.0
+    )
+    test_accuracy, test_loss = simple_ml.evaluate_ptb(model, batchify(corpus.test, 2), seq_len=10)
+    assert loss < first_loss / 3, (first_loss, loss)
+    assert test_accuracy > 0.9 > first_accuracy, (first_accuracy, test_accuracy)
+
+
+def test_the_carried_state_is_detached_between_windows(graph_baseline):
+    models, simple_ml = _example("models"), _example("simple_ml")
+    np.random.seed(0)
+    model = models.LanguageModel(4, 5, 6, seq_model="lstm")
+    live_nodes_at_each_window = []
+
+    class Recording(ndl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x, h=None):
+            if h is not None:
+                assert all(state.op is None for state in h), "the carried (h, c) still has a graph"
+            live_nodes_at_each_window.append(graph_baseline().live_nodes)
+            return self.model(x, h)
+
+    data = batchify(list(np.arange(400) % 5), 4)
+    recording = Recording()
+    simple_ml.epoch_general_ptb(data, recording, seq_len=5, opt=ndl.optim.SGD(recording.parameters(), lr=0.1))
+    assert len(live_nodes_at_each_window) == 20
+    assert len(set(live_nodes_at_each_window[1:])) == 1, live_nodes_at_each_window
+    assert simple_ml.detach_state(None) is None
+
+
+def test_language_model_rejects_an_unknown_sequence_model():
+    with pytest.raises(ValueError, match="seq_model"):
+        _example("models").LanguageModel(4, 5, 6, seq_model="gru")
