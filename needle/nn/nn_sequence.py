@@ -191,7 +191,7 @@ class LSTMCell(Module):
 
 
 class LSTM(Module):
-    """A stack of ``num_layers`` LSTMCells run over a sequence (``lstm_cells[k]`` is layer k).
+    """A stack of ``num_layers`` LSTM layers over a sequence; ``lstm_cells[k]`` holds layer k's weights.
 
     ``forward(X, h=None)`` takes X (seq_len, batch, input_size) and ``h = (h0, c0)``, each
     (num_layers, batch, hidden_size), and returns ``(output, (h_n, c_n))``: the last layer's h at
@@ -224,25 +224,29 @@ class LSTM(Module):
 
     def forward(self, X: Tensor, h: Optional[State] = None) -> Tuple[Tensor, State]:
         _check_sequence(X, self.input_size, "LSTM")
+        batch = X.shape[1]
         if h is None:
-            initial: List = [None] * self.num_layers
+            zeros = init.zeros(batch, self.hidden_size, device=X.device, dtype=X.dtype)
+            initial: List = [(zeros, zeros)] * self.num_layers
         else:
             h0, c0 = h
             for state, what in ((h0, "h0"), (c0, "c0")):
-                _check_state(state, self.num_layers, X.shape[1], self.hidden_size, "LSTM", what)
-            initial = list(zip(ops.split(h0, 0), ops.split(c0, 0)))
-        steps = list(ops.split(X, 0))
+                _check_state(state, self.num_layers, batch, self.hidden_size, "LSTM", what)
+            initial = list(zip(ops.split(h0, 0), ops.split(c0, 0))) if self.num_layers > 1 else [
+                (h0.reshape((batch, self.hidden_size)), c0.reshape((batch, self.hidden_size)))
+            ]
         last_h, last_c = [], []
-        for cell, state in zip(self.lstm_cells, initial):
-            bias = cell.combined_bias()
-            outputs = []
-            for x in steps:
-                state = cell(x, state, bias=bias)
-                outputs.append(state[0])
-            steps = outputs
-            last_h.append(state[0])
-            last_c.append(state[1])
-        return ops.stack(steps, 0), (ops.stack(last_h, 0), ops.stack(last_c, 0))
+        output = X
+        for cell, (h_first, c_first) in zip(self.lstm_cells, initial):
+            # NOTE: each layer is one node (ops.lstm_layer): the same math as cell(x, state) step by
+            # step, with the whole sequence's input projection in one product.
+            output, h_last, c_last = ops.lstm_layer(output, h_first, c_first, cell.W_ih, cell.W_hh, cell.combined_bias())
+            last_h.append(h_last)
+            last_c.append(c_last)
+        if self.num_layers == 1:
+            shape = (1, batch, self.hidden_size)
+            return output, (last_h[0].reshape(shape), last_c[0].reshape(shape))
+        return output, (ops.stack(last_h, 0), ops.stack(last_c, 0))
 
 
 class Embedding(Module):

@@ -1,8 +1,11 @@
-"""Recurrent ops: one LSTM step as a single node (``lstm_cell``) and an embedding lookup (``embedding``).
+"""Recurrent ops: an LSTM step (``lstm_cell``) and a whole LSTM layer (``lstm_layer``) as one node
+each, and an embedding lookup (``embedding``).
 
 An LSTM step built from element-wise ops costs about twenty nodes, four of them slicing the
 gates apart (and every slice's gradient is a full-size array). As one node it is the numpy
-step: two matrix products, the four activations, and a backward pass written out.
+step: the matrix products, the four activations, and a backward pass written out. A layer as
+one node also projects the whole input sequence in one product and never slices a sequence
+into steps in the graph (the adjoint of ``split`` sums one full-size tuple per step).
 """
 import numpy
 
@@ -10,12 +13,91 @@ from ..autograd import TensorOp, TensorTupleOp, Value
 from ..backend_ndarray import NDArray
 
 
-def _sigmoid(raw, xp):
+def _activate_gates(gates, c_prev, xp):
+    """Gate activations in place (i, f, o logistic, g tanh) and the next state: returns (activated, c_next, tanh_c, h_next)."""
+    hidden = c_prev.shape[-1]
+    candidate = xp.tanh(gates[:, 2 * hidden : 3 * hidden])
     # NOTE: 0.5 * (1 + tanh(a / 2)) is the logistic function and never overflows.
-    return 0.5 * (1 + xp.tanh(raw * 0.5))
+    xp.multiply(gates, 0.5, out=gates)
+    xp.tanh(gates, out=gates)
+    gates += 1
+    gates *= 0.5
+    activated = gates
+    activated[:, 2 * hidden : 3 * hidden] = candidate
+    i, f, o = activated[:, :hidden], activated[:, hidden : 2 * hidden], activated[:, 3 * hidden :]
+    c_next = f * c_prev + i * candidate
+    tanh_c = xp.tanh(c_next)
+    return activated, c_next, tanh_c, o * tanh_c
 
 
-class LSTMCellOp(TensorTupleOp):
+def _gate_adjoints(activated, tanh_c, c_prev, grad_h, grad_c, out):
+    """Write the adjoints of the four pre-activations into ``out``; returns the adjoint of c_prev."""
+    hidden = c_prev.shape[-1]
+    i, f, g, o = (activated[:, k * hidden : (k + 1) * hidden] for k in range(4))
+    grad_c = grad_c + grad_h * o * (1 - tanh_c * tanh_c)
+    out[:, :hidden] = grad_c * g * i * (1 - i)
+    out[:, hidden : 2 * hidden] = grad_c * c_prev * f * (1 - f)
+    out[:, 2 * hidden : 3 * hidden] = grad_c * i * (1 - g * g)
+    out[:, 3 * hidden :] = grad_h * tanh_c * o * (1 - o)
+    return grad_c * f
+
+
+class _FusedOp(TensorTupleOp):
+    """A TensorTuple op whose backward is written out in array code (``input_adjoints``).
+
+    ``gradient`` (the graph path) returns the outputs of one :class:`FusedBackward` node.
+    """
+
+    def input_adjoints(self, out_grads, inputs, needed):
+        """Adjoint arrays of every input (None where ``needed`` is False) from the outputs' adjoints."""
+        raise NotImplementedError()
+
+    def gradient(self, out_grad, node):
+        inputs = node.inputs
+        grads = [out_grad[k] for k in range(len(node.cached_data))]
+        adjoints = FusedBackward(self, [x.requires_grad for x in inputs], len(grads))(*grads, *inputs)
+        return tuple(adjoints[k] for k in range(len(inputs)))
+
+    def gradient_data(self, out_grad, node):
+        arrays = [x.cached_data for x in node.inputs]
+        return self.input_adjoints(out_grad, arrays, [x.requires_grad for x in node.inputs])
+
+
+class FusedBackward(TensorTupleOp):
+    """A fused op's adjoints as a node: ``(*output adjoints, *forward inputs) -> adjoint of each forward input``.
+
+    Inputs that need no gradient get zeros. Its own gradient (second order) is not provided.
+    """
+
+    def __init__(self, forward: _FusedOp, needed, num_outputs: int):
+        self.forward, self.needed, self.num_outputs = forward, needed, num_outputs
+
+    def compute(self, *arrays):
+        out_grads, inputs = arrays[: self.num_outputs], arrays[self.num_outputs :]
+        grads = self.forward.input_adjoints(out_grads, inputs, self.needed)
+        return tuple(
+            NDArray.make(x.device.xp.zeros(x.shape, dtype=x.dtype), x.device) if grad is None else grad
+            for grad, x in zip(grads, inputs)
+        )
+
+    def gradient(self, out_grad, node):
+        raise NotImplementedError(
+            f"second-order gradients through {type(self.forward).__name__} (nn.LSTM, nn.LSTMCell) are not "
+            "implemented: its backward is one fused node; use backward(create_graph=False), or build the "
+            "cell from element-wise ops to differentiate twice"
+        )
+
+
+def _check_lstm_weights(name, input_size, hidden, weight_ih, weight_hh):
+    if weight_ih.shape != (input_size, 4 * hidden) or weight_hh.shape != (hidden, 4 * hidden):
+        raise ValueError(
+            f"{name}: input size {input_size} and hidden size {hidden} need W_ih of shape "
+            f"({input_size}, {4 * hidden}) and W_hh of shape ({hidden}, {4 * hidden}), "
+            f"got {weight_ih.shape} and {weight_hh.shape}"
+        )
+
+
+class LSTMCellOp(_FusedOp):
     """One LSTM step: ``(x, h, c, W_ih, W_hh[, bias]) -> (h_next, c_next)``, gates in PyTorch's order (i, f, g, o).
 
     ``gates = x @ W_ih + h @ W_hh + bias``; ``c_next = f * c + i * g``; ``h_next = o * tanh(c_next)``,
@@ -24,86 +106,28 @@ class LSTMCellOp(TensorTupleOp):
     """
 
     def compute(self, x: NDArray, h: NDArray, c: NDArray, weight_ih: NDArray, weight_hh: NDArray, bias=None):
-        hidden = h.shape[-1]
-        if weight_ih.shape != (x.shape[-1], 4 * hidden) or weight_hh.shape != (hidden, 4 * hidden):
-            raise ValueError(
-                f"LSTMCellOp: input {x.shape} and hidden {h.shape} need W_ih of shape "
-                f"({x.shape[-1]}, {4 * hidden}) and W_hh of shape ({hidden}, {4 * hidden}), "
-                f"got {weight_ih.shape} and {weight_hh.shape}"
-            )
-        xp = x.device.xp
+        _check_lstm_weights("LSTMCellOp", x.shape[-1], h.shape[-1], weight_ih, weight_hh)
         gates = x.raw @ weight_ih.raw
         gates += h.raw @ weight_hh.raw
         if bias is not None:
             gates += bias.raw.reshape(-1)
-        activated = _sigmoid(gates, xp)
-        activated[:, 2 * hidden : 3 * hidden] = xp.tanh(gates[:, 2 * hidden : 3 * hidden])
-        i, f, g, o = (activated[:, k * hidden : (k + 1) * hidden] for k in range(4))
-        c_next = f * c.raw + i * g
-        tanh_c = xp.tanh(c_next)
-        self.activated, self.tanh_c = activated, tanh_c
-        device = x.device
-        return NDArray.make(o * tanh_c, device), NDArray.make(c_next, device)
+        self.activated, c_next, self.tanh_c, h_next = _activate_gates(gates, c.raw, x.device.xp)
+        return NDArray.make(h_next, x.device), NDArray.make(c_next, x.device)
 
-    def gradient(self, out_grad, node):
-        inputs = node.inputs
-        grads = LSTMCellBackward(self, [x.requires_grad for x in inputs])(out_grad[0], out_grad[1], *inputs)
-        return tuple(grads[k] for k in range(len(inputs)))
-
-    def gradient_data(self, out_grad, node):
-        needed = [x.requires_grad for x in node.inputs]
-        arrays = [x.cached_data for x in node.inputs]
-        return _lstm_cell_backward(self, out_grad[0], out_grad[1], arrays, needed)
-
-
-def _lstm_cell_backward(forward, grad_h, grad_c, inputs, needed):
-    """The adjoints of ``(x, h, c, W_ih, W_hh[, bias])`` given those of ``(h_next, c_next)``; None where not needed."""
-    x, h, c, weight_ih, weight_hh = inputs[:5]
-    hidden = h.shape[-1]
-    activated, tanh_c = forward.activated, forward.tanh_c
-    i, f, g, o = (activated[:, k * hidden : (k + 1) * hidden] for k in range(4))
-    grad_h = grad_h.raw
-    grad_c_total = grad_c.raw + grad_h * o * (1 - tanh_c * tanh_c)
-    grad_gates = activated.copy()  # the pre-activation adjoints, gate by gate
-    grad_gates[:, :hidden] = grad_c_total * g * i * (1 - i)
-    grad_gates[:, hidden : 2 * hidden] = grad_c_total * c.raw * f * (1 - f)
-    grad_gates[:, 2 * hidden : 3 * hidden] = grad_c_total * i * (1 - g * g)
-    grad_gates[:, 3 * hidden :] = grad_h * tanh_c * o * (1 - o)
-    device = h.device
-    products = [
-        lambda: grad_gates @ weight_ih.raw.T,
-        lambda: grad_gates @ weight_hh.raw.T,
-        lambda: grad_c_total * f,
-        lambda: x.raw.T @ grad_gates,
-        lambda: h.raw.T @ grad_gates,
-        lambda: grad_gates.sum(axis=0).reshape(inputs[5].shape),
-    ]
-    return tuple(NDArray.make(make(), device) if want else None for make, want in zip(products, needed))
-
-
-class LSTMCellBackward(TensorTupleOp):
-    """LSTMCellOp's adjoints as a node: ``(grad_h, grad_c, *forward inputs) -> adjoint of each forward input``.
-
-    Inputs that needed no gradient get zeros. Its own gradient (second order) is not provided.
-    """
-
-    def __init__(self, forward: LSTMCellOp, needed):
-        self.forward = forward
-        self.needed = needed
-
-    def compute(self, grad_h, grad_c, *inputs):
-        grads = _lstm_cell_backward(self.forward, grad_h, grad_c, inputs, self.needed)
-        xp = grad_h.device.xp
-        return tuple(
-            NDArray.make(xp.zeros(x.shape, dtype=x.dtype), x.device) if grad is None else grad
-            for grad, x in zip(grads, inputs)
-        )
-
-    def gradient(self, out_grad, node):
-        raise NotImplementedError(
-            "second-order gradients through nn.LSTM / nn.LSTMCell are not implemented: the LSTM step "
-            "is one fused node; use backward(create_graph=False) or differentiate the cell's ops yourself"
-        )
+    def input_adjoints(self, out_grads, inputs, needed):
+        x, h, c, weight_ih, weight_hh = inputs[:5]
+        grad_gates = self.activated.copy()
+        grad_c = _gate_adjoints(self.activated, self.tanh_c, c.raw, out_grads[0].raw, out_grads[1].raw, grad_gates)
+        products = [
+            lambda: grad_gates @ weight_ih.raw.T,
+            lambda: grad_gates @ weight_hh.raw.T,
+            lambda: grad_c,
+            lambda: x.raw.T @ grad_gates,
+            lambda: h.raw.T @ grad_gates,
+            lambda: grad_gates.sum(axis=0).reshape(inputs[5].shape),
+        ]
+        device = h.device
+        return tuple(NDArray.make(make(), device) if want else None for make, want in zip(products, needed))
 
 
 def lstm_cell(x, h, c, weight_ih, weight_hh, bias=None):
@@ -124,6 +148,89 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias=None):
     if bias is None:
         return LSTMCellOp()(x, h, c, weight_ih, weight_hh)
     return LSTMCellOp()(x, h, c, weight_ih, weight_hh, bias)
+
+
+class LSTMLayerOp(_FusedOp):
+    """One LSTM layer over a sequence: ``(X, h0, c0, W_ih, W_hh[, bias]) -> (output, h_n, c_n)``.
+
+    X is (seq_len, batch, input_size), h0 and c0 (batch, hidden); output (seq_len, batch, hidden)
+    holds h at every step. The input projection of the whole sequence is one matrix product,
+    then each step costs one product with W_hh; the backward pass is BPTT in array code, with
+    one product each for the adjoints of X, W_ih and W_hh over the whole sequence.
+    """
+
+    def compute(self, X: NDArray, h0: NDArray, c0: NDArray, weight_ih: NDArray, weight_hh: NDArray, bias=None):
+        steps, batch, input_size = X.shape
+        hidden = h0.shape[-1]
+        _check_lstm_weights("LSTMLayerOp", input_size, hidden, weight_ih, weight_hh)
+        xp = X.device.xp
+        projected = X.raw.reshape(steps * batch, input_size) @ weight_ih.raw
+        if bias is not None:
+            projected += bias.raw.reshape(-1)
+        projected = projected.reshape(steps, batch, 4 * hidden)
+        output = xp.empty((steps, batch, hidden), dtype=projected.dtype)
+        cells = xp.empty_like(output)
+        tanh_cells = xp.empty_like(output)
+        h, c, w_hh = h0.raw, c0.raw, weight_hh.raw
+        for t in range(steps):
+            gates = projected[t]
+            gates += h @ w_hh
+            _, cells[t], tanh_cells[t], output[t] = _activate_gates(gates, c, xp)
+            h, c = output[t], cells[t]
+        # NOTE: ``projected`` now holds the activated gates, which the backward pass needs.
+        self.activated, self.cells, self.tanh_cells, self.output = projected, cells, tanh_cells, output
+        device = X.device
+        return NDArray.make(output, device), NDArray.make(h.copy(), device), NDArray.make(c.copy(), device)
+
+    def input_adjoints(self, out_grads, inputs, needed):
+        X, h0, c0, weight_ih, weight_hh = inputs[:5]
+        xp = X.device.xp
+        steps, batch, input_size = X.shape
+        hidden = h0.shape[-1]
+        grad_output = out_grads[0].raw
+        grad_h, grad_c = out_grads[1].raw, out_grads[2].raw
+        grad_gates = xp.empty_like(self.activated)
+        w_hh_t = weight_hh.raw.T
+        for t in reversed(range(steps)):
+            grad_h = grad_h + grad_output[t]
+            c_prev = self.cells[t - 1] if t > 0 else c0.raw
+            grad_c = _gate_adjoints(self.activated[t], self.tanh_cells[t], c_prev, grad_h, grad_c, grad_gates[t])
+            grad_h = grad_gates[t] @ w_hh_t
+        flat_grads = grad_gates.reshape(steps * batch, 4 * hidden)
+
+        def grad_weight_hh():
+            previous = xp.concatenate([h0.raw[None], self.output[:-1]]).reshape(steps * batch, hidden)
+            return previous.T @ flat_grads
+
+        products = [
+            lambda: (flat_grads @ weight_ih.raw.T).reshape(X.shape),
+            lambda: grad_h,
+            lambda: grad_c,
+            lambda: X.raw.reshape(steps * batch, input_size).T @ flat_grads,
+            grad_weight_hh,
+            lambda: flat_grads.sum(axis=0).reshape(inputs[5].shape),
+        ]
+        device = X.device
+        return tuple(NDArray.make(make(), device) if want else None for make, want in zip(products, needed))
+
+
+def lstm_layer(X, h0, c0, weight_ih, weight_hh, bias=None):
+    """One LSTM layer over a whole sequence as one node; returns the TensorTuple ``(output, h_n, c_n)``.
+
+    Args:
+        X: (seq_len, batch, input_size); h0, c0: (batch, hidden_size).
+        weight_ih, weight_hh, bias: as for :func:`lstm_cell`.
+
+    Example:
+        >>> import needle as ndl
+        >>> zeros = ndl.init.zeros(2, 4)
+        >>> output, h_n, c_n = ndl.ops.lstm_layer(ndl.init.ones(5, 2, 3), zeros, zeros, ndl.init.ones(3, 16), ndl.init.ones(4, 16))
+        >>> output.shape, h_n.shape, c_n.shape
+        ((5, 2, 4), (2, 4), (2, 4))
+    """
+    if bias is None:
+        return LSTMLayerOp()(X, h0, c0, weight_ih, weight_hh)
+    return LSTMLayerOp()(X, h0, c0, weight_ih, weight_hh, bias)
 
 
 class EmbeddingLookup(TensorOp):

@@ -149,6 +149,39 @@ def test_cells_match_numpy_and_read_replaced_weights(kind, device):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no-bias"])
+def test_lstm_cell_op_gradients_match_central_differences(with_bias, device):
+    """The step op alone, two steps chained so that the state's adjoints are exercised too."""
+
+    def two_steps(x, h, c, weight_ih, weight_hh, *bias):
+        h1, c1 = ops.lstm_cell(x, h, c, weight_ih, weight_hh, *bias)
+        h2, c2 = ops.lstm_cell(x * 0.5, h1, c1, weight_ih, weight_hh, *bias)
+        return ops.stack([h2, c2 * 0.3, h1], 0)
+
+    rng = np.random.default_rng(4)
+    arrays = [rng.normal(size=s) for s in ((2, 3), (2, 4), (2, 4), (3, 16), (4, 16))]
+    if with_bias:
+        arrays.append(rng.normal(size=(16,)))
+    check_gradients(two_steps, arrays, device)
+
+
+def test_lstm_equals_its_cells_stepped_one_by_one(device):
+    rng = np.random.default_rng(8)
+    model = nn.LSTM(3, 5, num_layers=2, device=device)
+    X = ndl.Tensor(rng.normal(size=(6, 2, 3)), device=device, requires_grad=False)
+    output, (h_n, c_n) = model(X)
+    steps = list(ops.split(X, 0))
+    for k, cell in enumerate(model.lstm_cells):
+        state, outputs = None, []
+        for x in steps:
+            state = cell(x, state)
+            outputs.append(state[0])
+        steps = outputs
+        np.testing.assert_allclose(state[0].numpy(), h_n.numpy()[k], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(state[1].numpy(), c_n.numpy()[k], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.stack(steps, 0).numpy(), output.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_initialization_is_uniform_in_one_over_sqrt_hidden():
     np.random.seed(0)
     cell = nn.LSTMCell(50, 25)
