@@ -36,6 +36,12 @@ def _check_state(state, num_layers, batch, hidden_size, name, what="h0"):
         raise ValueError(f"{name}: {what} must have shape (num_layers, batch, hidden_size) = {expected}, got {state.shape}")
 
 
+def _sum_of_biases(bias_ih, bias_hh):
+    if bias_ih is None:
+        return bias_hh
+    return bias_ih if bias_hh is None else bias_ih + bias_hh
+
+
 def _zeros_state(X, hidden_size):
     return init.zeros(X.shape[0], hidden_size, device=X.device, dtype=X.dtype)
 
@@ -80,6 +86,10 @@ class RNNCell(Module):
         self.bias_ih = _uniform(bound, hidden_size, device=device, dtype=dtype) if bias else None
         self.bias_hh = _uniform(bound, hidden_size, device=device, dtype=dtype) if bias else None
 
+    def combined_bias(self) -> Optional[Tensor]:
+        """``bias_ih + bias_hh`` (one node), or None without biases: a sequence adds it once."""
+        return _sum_of_biases(self.bias_ih, self.bias_hh)
+
     def forward(self, X: Tensor, h: Optional[Tensor] = None) -> Tensor:
         """``X`` (batch, input_size), ``h`` (batch, hidden_size) or None; returns the next h."""
         if h is None:
@@ -89,7 +99,7 @@ class RNNCell(Module):
 
 
 class RNN(Module):
-    """A stack of ``num_layers`` RNNCells run over a sequence (``rnn_cells[k]`` is layer k).
+    """A stack of ``num_layers`` RNN layers over a sequence; ``rnn_cells[k]`` holds layer k's weights.
 
     ``forward(X, h0=None)`` takes X (seq_len, batch, input_size) and h0 (num_layers, batch,
     hidden_size) and returns ``(output, h_n)``: the last layer's h at every step (seq_len, batch,
@@ -124,19 +134,22 @@ class RNN(Module):
 
     def forward(self, X: Tensor, h0: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         _check_sequence(X, self.input_size, "RNN")
-        if h0 is not None:
-            _check_state(h0, self.num_layers, X.shape[1], self.hidden_size, "RNN")
-        initial = list(ops.split(h0, 0)) if h0 is not None else [None] * self.num_layers
-        steps = list(ops.split(X, 0))
+        batch = X.shape[1]
+        if h0 is None:
+            initial = [init.zeros(batch, self.hidden_size, device=X.device, dtype=X.dtype)] * self.num_layers
+        else:
+            _check_state(h0, self.num_layers, batch, self.hidden_size, "RNN")
+            initial = list(ops.split(h0, 0)) if self.num_layers > 1 else [h0.reshape((batch, self.hidden_size))]
         last = []
-        for cell, h in zip(self.rnn_cells, initial):
-            outputs = []
-            for x in steps:
-                h = cell(x, h)
-                outputs.append(h)
-            steps = outputs
-            last.append(h)
-        return ops.stack(steps, 0), ops.stack(last, 0)
+        output = X
+        for cell, h_first in zip(self.rnn_cells, initial):
+            # NOTE: each layer is one node (ops.rnn_layer): the same math as cell(x, h) step by step,
+            # with the whole sequence's input projection in one product.
+            output, h_last = ops.rnn_layer(output, h_first, cell.W_ih, cell.W_hh, cell.combined_bias(), cell.nonlinearity)
+            last.append(h_last)
+        if self.num_layers == 1:
+            return output, last[0].reshape((1, batch, self.hidden_size))
+        return output, ops.stack(last, 0)
 
 
 class LSTMCell(Module):
@@ -172,9 +185,7 @@ class LSTMCell(Module):
 
     def combined_bias(self) -> Optional[Tensor]:
         """``bias_ih + bias_hh`` (one node), or None without biases: a sequence adds it once."""
-        if self.bias_ih is None:
-            return self.bias_hh
-        return self.bias_ih if self.bias_hh is None else self.bias_ih + self.bias_hh
+        return _sum_of_biases(self.bias_ih, self.bias_hh)
 
     def forward(self, X: Tensor, h: Optional[State] = None, bias: Optional[Tensor] = None) -> State:
         """``X`` (batch, input_size) and ``h = (h0, c0)`` or None; returns ``(h', c')``.

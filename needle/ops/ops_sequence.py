@@ -1,5 +1,5 @@
-"""Recurrent ops: an LSTM step (``lstm_cell``) and a whole LSTM layer (``lstm_layer``) as one node
-each, and an embedding lookup (``embedding``).
+"""Recurrent ops: an LSTM step (``lstm_cell``), a whole LSTM or RNN layer (``lstm_layer``,
+``rnn_layer``) as one node each, and an embedding lookup (``embedding``).
 
 An LSTM step built from element-wise ops costs about twenty nodes, four of them slicing the
 gates apart (and every slice's gradient is a full-size array). As one node it is the numpy
@@ -82,7 +82,7 @@ class FusedBackward(TensorTupleOp):
 
     def gradient(self, out_grad, node):
         raise NotImplementedError(
-            f"second-order gradients through {type(self.forward).__name__} (nn.LSTM, nn.LSTMCell) are not "
+            f"second-order gradients through {type(self.forward).__name__} (nn.RNN, nn.LSTM, nn.LSTMCell) are not "
             "implemented: its backward is one fused node; use backward(create_graph=False), or build the "
             "cell from element-wise ops to differentiate twice"
         )
@@ -231,6 +231,93 @@ def lstm_layer(X, h0, c0, weight_ih, weight_hh, bias=None):
     if bias is None:
         return LSTMLayerOp()(X, h0, c0, weight_ih, weight_hh)
     return LSTMLayerOp()(X, h0, c0, weight_ih, weight_hh, bias)
+
+
+class RNNLayerOp(_FusedOp):
+    """One Elman RNN layer over a sequence: ``(X, h0, W_ih, W_hh[, bias]) -> (output, h_n)``.
+
+    ``h_t = act(x_t @ W_ih + h_{t-1} @ W_hh + bias)`` with act tanh or ReLU; X is (seq_len,
+    batch, input_size), h0 (batch, hidden), output (seq_len, batch, hidden). The input
+    projection is one product for the whole sequence; the backward pass is BPTT in array code.
+    """
+
+    def __init__(self, nonlinearity: str = "tanh"):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNLayerOp nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.nonlinearity = nonlinearity
+
+    def compute(self, X: NDArray, h0: NDArray, weight_ih: NDArray, weight_hh: NDArray, bias=None):
+        steps, batch, input_size = X.shape
+        hidden = h0.shape[-1]
+        if weight_ih.shape != (input_size, hidden) or weight_hh.shape != (hidden, hidden):
+            raise ValueError(
+                f"RNNLayerOp: input size {input_size} and hidden size {hidden} need W_ih of shape "
+                f"({input_size}, {hidden}) and W_hh of shape ({hidden}, {hidden}), got {weight_ih.shape} and {weight_hh.shape}"
+            )
+        xp = X.device.xp
+        output = X.raw.reshape(steps * batch, input_size) @ weight_ih.raw
+        if bias is not None:
+            output += bias.raw.reshape(-1)
+        output = output.reshape(steps, batch, hidden)
+        h, w_hh = h0.raw, weight_hh.raw
+        for t in range(steps):
+            pre_activation = output[t]
+            pre_activation += h @ w_hh
+            if self.nonlinearity == "tanh":
+                xp.tanh(pre_activation, out=pre_activation)
+            else:
+                xp.maximum(pre_activation, 0, out=pre_activation)
+            h = pre_activation
+        self.output = output
+        return NDArray.make(output, X.device), NDArray.make(h.copy(), X.device)
+
+    def input_adjoints(self, out_grads, inputs, needed):
+        X, h0, weight_ih, weight_hh = inputs[:4]
+        xp = X.device.xp
+        steps, batch, input_size = X.shape
+        hidden = h0.shape[-1]
+        output, grad_output = self.output, out_grads[0].raw
+        grad_pre = xp.empty_like(output)
+        grad_h, w_hh_t = out_grads[1].raw, weight_hh.raw.T
+        for t in reversed(range(steps)):
+            grad_h = grad_h + grad_output[t]
+            # NOTE: tanh' = 1 - h^2; ReLU's gradient is 0 at the kink, as PyTorch's.
+            derivative = 1 - output[t] * output[t] if self.nonlinearity == "tanh" else output[t] > 0
+            xp.multiply(grad_h, derivative, out=grad_pre[t])
+            grad_h = grad_pre[t] @ w_hh_t
+        flat_grads = grad_pre.reshape(steps * batch, hidden)
+
+        def grad_weight_hh():
+            previous = xp.concatenate([h0.raw[None], output[:-1]]).reshape(steps * batch, hidden)
+            return previous.T @ flat_grads
+
+        products = [
+            lambda: (flat_grads @ weight_ih.raw.T).reshape(X.shape),
+            lambda: grad_h,
+            lambda: X.raw.reshape(steps * batch, input_size).T @ flat_grads,
+            grad_weight_hh,
+            lambda: flat_grads.sum(axis=0).reshape(inputs[4].shape),
+        ]
+        device = X.device
+        return tuple(NDArray.make(make(), device) if want else None for make, want in zip(products, needed))
+
+
+def rnn_layer(X, h0, weight_ih, weight_hh, bias=None, nonlinearity="tanh"):
+    """One RNN layer over a whole sequence as one node; returns the TensorTuple ``(output, h_n)``.
+
+    Args:
+        X: (seq_len, batch, input_size); h0: (batch, hidden_size).
+        weight_ih: (input_size, hidden_size); weight_hh: (hidden_size, hidden_size);
+        bias: (hidden_size,) or None (an RNN's bias_ih + bias_hh); nonlinearity: 'tanh' or 'relu'.
+
+    Example:
+        >>> import needle as ndl
+        >>> output, h_n = ndl.ops.rnn_layer(ndl.init.ones(5, 2, 3), ndl.init.zeros(2, 4), ndl.init.ones(3, 4), ndl.init.ones(4, 4))
+        >>> output.shape, h_n.shape
+        ((5, 2, 4), (2, 4))
+    """
+    op = RNNLayerOp(nonlinearity)
+    return op(X, h0, weight_ih, weight_hh) if bias is None else op(X, h0, weight_ih, weight_hh, bias)
 
 
 class EmbeddingLookup(TensorOp):

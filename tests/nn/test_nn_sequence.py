@@ -165,20 +165,38 @@ def test_lstm_cell_op_gradients_match_central_differences(with_bias, device):
     check_gradients(two_steps, arrays, device)
 
 
-def test_lstm_equals_its_cells_stepped_one_by_one(device):
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+def test_rnn_cell_gradients_match_central_differences(nonlinearity, device):
+    cell = nn.RNNCell(3, 4, nonlinearity=nonlinearity, device=device, dtype="float64")
+
+    def two_steps(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+        cell.W_ih, cell.W_hh, cell.bias_ih, cell.bias_hh = weight_ih, weight_hh, bias_ih, bias_hh
+        return cell(x * 0.5, cell(x, h))
+
+    rng = np.random.default_rng(6)
+    arrays = [rng.normal(size=s) for s in ((2, 3), (2, 4), (3, 4), (4, 4), (4,), (4,))]
+    check_gradients(two_steps, arrays, device)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "rnn-relu", "lstm"])
+def test_a_sequence_equals_its_cells_stepped_one_by_one(kind, device):
     rng = np.random.default_rng(8)
-    model = nn.LSTM(3, 5, num_layers=2, device=device)
+    if kind == "lstm":
+        model = nn.LSTM(3, 5, num_layers=2, device=device)
+    else:
+        model = nn.RNN(3, 5, num_layers=2, nonlinearity="relu" if kind == "rnn-relu" else "tanh", device=device)
     X = ndl.Tensor(rng.normal(size=(6, 2, 3)), device=device, requires_grad=False)
-    output, (h_n, c_n) = model(X)
+    output, final = model(X)
+    finals = list(final) if kind == "lstm" else [final]
     steps = list(ops.split(X, 0))
-    for k, cell in enumerate(model.lstm_cells):
+    for k, cell in enumerate(_cells(model)):
         state, outputs = None, []
         for x in steps:
             state = cell(x, state)
-            outputs.append(state[0])
+            outputs.append(state[0] if kind == "lstm" else state)
         steps = outputs
-        np.testing.assert_allclose(state[0].numpy(), h_n.numpy()[k], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(state[1].numpy(), c_n.numpy()[k], rtol=1e-5, atol=1e-6)
+        for got, want in zip(state if kind == "lstm" else [state], finals):
+            np.testing.assert_allclose(got.numpy(), want.numpy()[k], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ops.stack(steps, 0).numpy(), output.numpy(), rtol=1e-5, atol=1e-6)
 
 
