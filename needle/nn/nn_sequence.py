@@ -43,6 +43,7 @@ def _sum_of_biases(bias_ih, bias_hh):
 
 
 def _zeros_state(X, hidden_size):
+    """A zero state (batch, hidden_size) for one step's input X (batch, features)."""
     return init.zeros(X.shape[0], hidden_size, device=X.device, dtype=X.dtype)
 
 
@@ -87,7 +88,7 @@ class RNNCell(Module):
         self.bias_hh = _uniform(bound, hidden_size, device=device, dtype=dtype) if bias else None
 
     def combined_bias(self) -> Optional[Tensor]:
-        """``bias_ih + bias_hh`` (one node), or None without biases: a sequence adds it once."""
+        """``bias_ih + bias_hh`` (one node), or None without biases: a whole sequence adds it once."""
         return _sum_of_biases(self.bias_ih, self.bias_hh)
 
     def forward(self, X: Tensor, h: Optional[Tensor] = None) -> Tensor:
@@ -184,20 +185,15 @@ class LSTMCell(Module):
         self.bias_hh = _uniform(bound, 4 * hidden_size, device=device, dtype=dtype) if bias else None
 
     def combined_bias(self) -> Optional[Tensor]:
-        """``bias_ih + bias_hh`` (one node), or None without biases: a sequence adds it once."""
+        """``bias_ih + bias_hh`` (one node), or None without biases: a whole sequence adds it once."""
         return _sum_of_biases(self.bias_ih, self.bias_hh)
 
-    def forward(self, X: Tensor, h: Optional[State] = None, bias: Optional[Tensor] = None) -> State:
-        """``X`` (batch, input_size) and ``h = (h0, c0)`` or None; returns ``(h', c')``.
-
-        ``bias`` may pass ``combined_bias()`` computed once for many steps.
-        """
+    def forward(self, X: Tensor, h: Optional[State] = None) -> State:
+        """``X`` (batch, input_size) and ``h = (h0, c0)`` or None; returns ``(h', c')``."""
         if h is None:
             h = (_zeros_state(X, self.hidden_size), _zeros_state(X, self.hidden_size))
         h_prev, c_prev = h
-        if bias is None:
-            bias = self.combined_bias()
-        h_next, c_next = ops.lstm_cell(X, h_prev, c_prev, self.W_ih, self.W_hh, bias)
+        h_next, c_next = ops.lstm_cell(X, h_prev, c_prev, self.W_ih, self.W_hh, self.combined_bias())
         return h_next, c_next
 
 

@@ -1,5 +1,5 @@
-"""Recurrent ops: an LSTM step (``lstm_cell``), a whole LSTM or RNN layer (``lstm_layer``,
-``rnn_layer``) as one node each, and an embedding lookup (``embedding``).
+"""Recurrent ops: an LSTM step (``lstm_cell``) and a whole LSTM or RNN layer (``lstm_layer``,
+``rnn_layer``) as one node each.
 
 An LSTM step built from element-wise ops costs about twenty nodes, four of them slicing the
 gates apart (and every slice's gradient is a full-size array). As one node it is the numpy
@@ -7,9 +7,7 @@ step: the matrix products, the four activations, and a backward pass written out
 one node also projects the whole input sequence in one product and never slices a sequence
 into steps in the graph (the adjoint of ``split`` sums one full-size tuple per step).
 """
-import numpy
-
-from ..autograd import TensorOp, TensorTupleOp, Value
+from ..autograd import TensorTupleOp
 from ..backend_ndarray import NDArray
 
 
@@ -116,7 +114,7 @@ class LSTMCellOp(_FusedOp):
 
     def input_adjoints(self, out_grads, inputs, needed):
         x, h, c, weight_ih, weight_hh = inputs[:5]
-        grad_gates = self.activated.copy()
+        grad_gates = x.device.xp.empty_like(self.activated)
         grad_c = _gate_adjoints(self.activated, self.tanh_c, c.raw, out_grads[0].raw, out_grads[1].raw, grad_gates)
         products = [
             lambda: grad_gates @ weight_ih.raw.T,
@@ -318,69 +316,3 @@ def rnn_layer(X, h0, weight_ih, weight_hh, bias=None, nonlinearity="tanh"):
     """
     op = RNNLayerOp(nonlinearity)
     return op(X, h0, weight_ih, weight_hh) if bias is None else op(X, h0, weight_ih, weight_hh, bias)
-
-
-class EmbeddingLookup(TensorOp):
-    """Rows of ``weight`` (num_embeddings, dim) picked by the integer ``indices`` (any shape): ``weight[indices]``.
-
-    Equal to the course's ``one_hot(indices) @ weight`` without the one-hot matrix; the gradient
-    adds each output row's adjoint into its row of the weight.
-    """
-
-    def __init__(self, indices: NDArray):
-        self.indices = indices
-
-    def compute(self, weight: NDArray):
-        return NDArray.make(weight.raw[self.indices.raw], weight.device)
-
-    def gradient(self, out_grad, node):
-        return EmbeddingGradient(self.indices, node.inputs[0].shape)(out_grad)
-
-    def gradient_data(self, out_grad, node):
-        return (_scatter_rows(out_grad, self.indices, node.inputs[0].cached_data.shape),)
-
-
-class EmbeddingGradient(TensorOp):
-    """EmbeddingLookup's adjoint: ``out_grad`` rows summed into a (num_embeddings, dim) array; linear, so its own gradient is the lookup."""
-
-    def __init__(self, indices: NDArray, weight_shape):
-        self.indices = indices
-        self.weight_shape = tuple(weight_shape)
-
-    def compute(self, out_grad: NDArray):
-        return _scatter_rows(out_grad, self.indices, self.weight_shape)
-
-    def gradient(self, adjoint, node):
-        return EmbeddingLookup(self.indices)(adjoint)
-
-
-def _scatter_rows(out_grad, indices, weight_shape):
-    xp = out_grad.device.xp
-    grad = xp.zeros(weight_shape, dtype=out_grad.dtype)
-    rows, values = indices.raw.reshape(-1), out_grad.raw.reshape(-1, weight_shape[-1])
-    # NOTE: a scatter-add sums repeated indices (a word seen twice gets both adjoints); += would keep one.
-    if xp is numpy:
-        numpy.add.at(grad, rows, values)
-    else:
-        import cupyx
-
-        cupyx.scatter_add(grad, rows, values)
-    return NDArray.make(grad, out_grad.device)
-
-
-def embedding(indices, weight):
-    """``weight[indices]``: the rows of ``weight`` for integer ``indices`` (a Tensor or NDArray), as one node.
-
-    Example:
-        >>> import needle as ndl
-        >>> weight = ndl.Tensor([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
-        >>> ndl.ops.embedding(ndl.Tensor([[2], [0]], dtype="int64"), weight).numpy().tolist()
-        [[[4.0, 5.0]], [[0.0, 1.0]]]
-    """
-    if isinstance(indices, Value):
-        indices = indices.realize_cached_data()
-    raw = indices.raw
-    if raw.dtype.kind not in "iu":
-        # NOTE: the course's batches hold word indices as floats; they are exact integers.
-        indices = NDArray.make(raw.astype("int64"), indices.device)
-    return EmbeddingLookup(indices)(weight)
