@@ -353,3 +353,28 @@ def test_outputs_and_gradients_match_torch(kind, num_layers, with_state, bias, d
             want = getattr(reference, f"{torch_name}_l{k}").grad.numpy()
             got = getattr(cell, name).grad.numpy()
             np.testing.assert_allclose(got, want.T if transposed else want, rtol=1e-9, atol=1e-11, err_msg=f"layer {k} {name}")
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm"])
+def test_lazy_mode_gives_the_eager_values_and_gradients(kind, lazy_mode):
+    import needle.autograd
+
+    X_data = np.random.default_rng(9).normal(size=(5, 2, 3))
+    np.random.seed(0)
+    model = _make(kind, 3, 4, 2, ndl.cpu(), dtype="float64")
+
+    def run(lazy):
+        needle.autograd.LAZY_MODE = lazy
+        X = ndl.Tensor(X_data, dtype="float64")
+        for parameter in model.parameters():
+            parameter.grad = None
+        output, _ = model(X)
+        (output * output).sum().backward()
+        return [output.numpy(), X.grad.numpy()] + [p.grad.numpy() for p in model.parameters()]
+
+    eager = run(False)
+    got = run(lazy_mode)
+    for a, b in zip(got, eager):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    want_output, _ = (rnn_forward if kind == "rnn" else lstm_forward)(X_data, _weights_of(model))
+    np.testing.assert_allclose(got[0], want_output, rtol=1e-10)
