@@ -2,6 +2,7 @@
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Optional, Tuple, Union
 
 if importlib.util.find_spec("needle") is None:  # run from a checkout without pip install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -13,7 +14,7 @@ from needle import nn  # noqa: E402
 
 
 # ---- Penn Treebank language models ---------------------------------------------------------------
-def detach_state(h):
+def detach_state(h: Union[None, ndl.Tensor, Tuple[ndl.Tensor, ...]]):
     """The carried hidden state without its graph: a Tensor, a tuple such as an LSTM's (h, c), or None.
 
     Truncated back-propagation through time: the next batch starts from the state's values,
@@ -27,8 +28,15 @@ def detach_state(h):
 
 
 def epoch_general_ptb(
-    data, model, seq_len=40, loss_fn=nn.SoftmaxLoss(), opt=None, clip=None, device=None, dtype="float32"
-):
+    data: np.ndarray,
+    model: nn.Module,
+    seq_len: int = 40,
+    loss_fn: nn.Module = nn.SoftmaxLoss(),
+    opt: Optional[ndl.optim.Optimizer] = None,
+    clip: Optional[float] = None,
+    device=None,
+    dtype: str = "float32",
+) -> Tuple[float, float]:
     """One pass over ``batchify``'s array ``data`` (nbatch, batch_size) in windows of ``seq_len`` words.
 
     Trains when ``opt`` is given (``clip``: the largest total gradient norm), else evaluates.
@@ -72,18 +80,18 @@ def epoch_general_ptb(
 
 
 def train_ptb(
-    model,
-    data,
-    seq_len=40,
-    n_epochs=1,
+    model: nn.Module,
+    data: np.ndarray,
+    seq_len: int = 40,
+    n_epochs: int = 1,
     optimizer=ndl.optim.SGD,
-    lr=4.0,
-    weight_decay=0.0,
+    lr: float = 4.0,
+    weight_decay: float = 0.0,
     loss_fn=nn.SoftmaxLoss,
-    clip=None,
+    clip: Optional[float] = None,
     device=None,
-    dtype="float32",
-):
+    dtype: str = "float32",
+) -> Tuple[float, float]:
     """Train ``model`` for ``n_epochs`` on ``data``; ``optimizer`` and ``loss_fn`` are classes.
 
     Returns (average accuracy, average loss) of the last epoch.
@@ -96,7 +104,9 @@ def train_ptb(
     return accuracy, loss
 
 
-def evaluate_ptb(model, data, seq_len=40, loss_fn=nn.SoftmaxLoss, device=None, dtype="float32"):
+def evaluate_ptb(
+    model: nn.Module, data: np.ndarray, seq_len: int = 40, loss_fn=nn.SoftmaxLoss, device=None, dtype: str = "float32"
+) -> Tuple[float, float]:
     """(average accuracy, average loss) of ``model`` on ``data``, without training."""
     np.random.seed(4)
     return epoch_general_ptb(data, model, seq_len, loss_fn(), None, None, device, dtype)

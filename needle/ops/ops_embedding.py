@@ -1,4 +1,6 @@
 """The embedding lookup: rows of a weight matrix picked by integer indices, and its adjoint."""
+from typing import Union
+
 import numpy
 
 from ..autograd import TensorOp, Value
@@ -53,7 +55,7 @@ def _scatter_rows(out_grad, indices, weight_shape):
     return NDArray.make(grad, out_grad.device)
 
 
-def embedding(indices, weight):
+def embedding(indices: Union[Value, NDArray], weight: Value) -> Value:
     """``weight[indices]``: the rows of ``weight`` for integer ``indices`` (a Tensor or NDArray), as one node.
 
     Example:

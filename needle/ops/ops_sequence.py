@@ -7,7 +7,9 @@ step: the matrix products, the four activations, and a backward pass written out
 one node also projects the whole input sequence in one product and never slices a sequence
 into steps in the graph (the adjoint of ``split`` sums one full-size tuple per step).
 """
-from ..autograd import TensorTupleOp
+from typing import Optional
+
+from ..autograd import TensorTuple, TensorTupleOp, Value
 from ..backend_ndarray import NDArray
 
 
@@ -128,7 +130,7 @@ class LSTMCellOp(_FusedOp):
         return tuple(NDArray.make(make(), device) if want else None for make, want in zip(products, needed))
 
 
-def lstm_cell(x, h, c, weight_ih, weight_hh, bias=None):
+def lstm_cell(x: Value, h: Value, c: Value, weight_ih: Value, weight_hh: Value, bias: Optional[Value] = None) -> TensorTuple:
     """One LSTM step as one node; returns the TensorTuple ``(h_next, c_next)``.
 
     Args:
@@ -212,7 +214,9 @@ class LSTMLayerOp(_FusedOp):
         return tuple(NDArray.make(make(), device) if want else None for make, want in zip(products, needed))
 
 
-def lstm_layer(X, h0, c0, weight_ih, weight_hh, bias=None):
+def lstm_layer(
+    X: Value, h0: Value, c0: Value, weight_ih: Value, weight_hh: Value, bias: Optional[Value] = None
+) -> TensorTuple:
     """One LSTM layer over a whole sequence as one node; returns the TensorTuple ``(output, h_n, c_n)``.
 
     Args:
@@ -300,7 +304,9 @@ class RNNLayerOp(_FusedOp):
         return tuple(NDArray.make(make(), device) if want else None for make, want in zip(products, needed))
 
 
-def rnn_layer(X, h0, weight_ih, weight_hh, bias=None, nonlinearity="tanh"):
+def rnn_layer(
+    X: Value, h0: Value, weight_ih: Value, weight_hh: Value, bias: Optional[Value] = None, nonlinearity: str = "tanh"
+) -> TensorTuple:
     """One RNN layer over a whole sequence as one node; returns the TensorTuple ``(output, h_n)``.
 
     Args:
