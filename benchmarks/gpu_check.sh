@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one go: the CUDA test cases, the GPU benchmark, the memory
-# monitor's overhead on CUDA and the main job on CUDA. Outputs go to OUTDIR (default
-# ./gpu-check-out), one file each; a summary is printed at the end.
+# monitor's overhead on CUDA, the main job on CUDA, the LSTM step benchmark and the sequential-MNIST
+# LSTM on CUDA. Outputs go to OUTDIR (default ./gpu-check-out), one file each; a summary is printed
+# at the end.
 #   bash benchmarks/gpu_check.sh [OUTDIR]
 # Runs the checkout's needle (PYTHONPATH=.); needs CuPy, an NVIDIA GPU, pytest; torch optional.
 set -u
@@ -18,9 +19,16 @@ echo "benchmark exit $?" >> "$out/bench_cuda.txt"
 timeout 60 python benchmarks/monitor_overhead.py --device cuda --repeats 5 > "$out/monitor_overhead_cuda.txt" 2>&1
 timeout 60 python examples/train_mnist.py --device cuda --epochs 2 --no-progress > "$out/train_cuda.txt" 2>&1
 echo "train exit $?" >> "$out/train_cuda.txt"
+timeout 120 python benchmarks/lstm_step.py --device cuda --repeats 20 > "$out/lstm_step_cuda.txt" 2>&1
+echo "lstm benchmark exit $?" >> "$out/lstm_step_cuda.txt"
+timeout 240 python examples/train_mnist.py --model lstm --device cuda --epochs 3 --batch-size 64 --lr 2e-3 \
+    --no-progress > "$out/train_lstm_cuda.txt" 2>&1
+echo "train lstm exit $?" >> "$out/train_lstm_cuda.txt"
 cat "$out/gpu.txt"
 tail -3 "$out/pytest_cuda.txt"
 sed -n '/^| config/,$p' "$out/bench_cuda.txt"
 tail -2 "$out/bench_cuda.txt"
 tail -5 "$out/monitor_overhead_cuda.txt"
 tail -4 "$out/train_cuda.txt"
+tail -4 "$out/lstm_step_cuda.txt"
+tail -4 "$out/train_lstm_cuda.txt"

@@ -4,6 +4,7 @@
 Usage::
 
     python examples/train_mnist.py                       # CPU, defaults below
+    python examples/train_mnist.py --model lstm --epochs 3 --batch-size 64 --lr 2e-3  # rows as a sequence
     python examples/train_mnist.py --device cuda --epochs 5
     python examples/train_mnist.py --checkpoint mnist.npz  # resumes from it if it exists
 
@@ -35,7 +36,8 @@ def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--epochs", type=int, default=4, help="epochs to train (default: 4)")
-    parser.add_argument("--hidden", type=int, default=256, help="hidden units (default: 256)")
+    parser.add_argument("--model", choices=("mlp", "lstm"), default="mlp", help="mlp, or lstm over the 28 rows (default: mlp)")
+    parser.add_argument("--hidden", type=int, default=None, help="hidden units (default: 256 for mlp, 128 for lstm)")
     parser.add_argument("--batch-size", type=int, default=128, help="default: 128")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
     parser.add_argument("--lr", type=float, default=None, help="default: 1e-3 for adam, 0.5 for sgd")
@@ -60,9 +62,7 @@ def main(argv=None):
     train_loader = DataLoader(NDArrayDataset(X_train, y_train), args.batch_size, shuffle=True, device=device)
     test_loader = DataLoader(NDArrayDataset(X_test, y_test), 1000, device=device)
 
-    model = nn.Sequential(
-        nn.Linear(784, args.hidden, device=device), nn.ReLU(), nn.Linear(args.hidden, 10, device=device)
-    )
+    model, description = build_model(args, device)
     lr = DEFAULT_LR[args.optimizer] if args.lr is None else args.lr
     if args.optimizer == "sgd":
         optimizer = optim.SGD(model.parameters(), lr=lr, momentum=args.momentum)
@@ -76,7 +76,7 @@ def main(argv=None):
         print(f"resumed from {args.checkpoint} after epoch {trainer.epoch} (step {trainer.global_step})")
 
     print(
-        f"MNIST MLP 784-{args.hidden}-10 on {device}: {len(y_train)} training images, batch {args.batch_size}, "
+        f"MNIST {description} on {device}: {len(y_train)} training images, batch {args.batch_size}, "
         f"{args.optimizer} lr={lr}, {args.epochs} epochs"
     )
     started = time.perf_counter()
@@ -85,6 +85,20 @@ def main(argv=None):
     test = trainer.evaluate(test_loader)
     print_report(trainer, test, train_seconds)
     return test
+
+
+def build_model(args, device):
+    """The model ``--model`` names and a one-line description of it."""
+    if args.model == "lstm":
+        if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by path, not run as a script
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from mnist_lstm import SequentialMNISTLSTM
+
+        hidden = args.hidden or 128
+        return SequentialMNISTLSTM(hidden, device=device), f"LSTM 28x28-{hidden}-10 (rows as steps)"
+    hidden = args.hidden or 256
+    model = nn.Sequential(nn.Linear(784, hidden, device=device), nn.ReLU(), nn.Linear(hidden, 10, device=device))
+    return model, f"MLP 784-{hidden}-10"
 
 
 def print_report(trainer, test, train_seconds):

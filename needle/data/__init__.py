@@ -11,6 +11,7 @@ from .mnist_dataset import MNISTDataset, MNISTFormatError, parse_mnist
 from .mnist_files import MNISTChecksumError, MNISTFiles, mnist, verify_mnist_file
 from .transforms import RandomCrop, RandomFlipHorizontal, Transform
 from . import data_basic, data_transforms, datasets  # noqa: E402  (the course's module paths)
+from .datasets import Corpus, Dictionary, batchify, get_batch  # noqa: F401
 
 __all__ = [
     "DataLoader",
@@ -26,4 +27,8 @@ __all__ = [
     "RandomCrop",
     "RandomFlipHorizontal",
     "Transform",
+    "Corpus",
+    "Dictionary",
+    "batchify",
+    "get_batch",
 ]

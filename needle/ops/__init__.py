@@ -63,3 +63,5 @@ from .ops_tuple import (
 )
 from .ops_logarithmic import LogSoftmax, LogSumExp, logsoftmax, logsumexp
 from .ops_fused import LinearOp, SoftmaxCrossEntropy, linear, softmax_cross_entropy
+from .ops_sequence import LSTMCellOp, LSTMLayerOp, RNNLayerOp, lstm_cell, lstm_layer, rnn_layer
+from .ops_embedding import EmbeddingGradient, EmbeddingLookup, embedding

@@ -1,0 +1,73 @@
+"""The embedding lookup: rows of a weight matrix picked by integer indices, and its adjoint."""
+from typing import Union
+
+import numpy
+
+from ..autograd import TensorOp, Value
+from ..backend_ndarray import NDArray
+
+
+class EmbeddingLookup(TensorOp):
+    """Rows of ``weight`` (num_embeddings, dim) picked by the integer ``indices`` (any shape): ``weight[indices]``.
+
+    Equal to the course's ``one_hot(indices) @ weight`` without the one-hot matrix; the gradient
+    adds each output row's adjoint into its row of the weight.
+    """
+
+    def __init__(self, indices: NDArray):
+        self.indices = indices
+
+    def compute(self, weight: NDArray):
+        return NDArray.wrap(weight.raw[self.indices.raw], weight.device)
+
+    def gradient(self, out_grad, node):
+        return EmbeddingGradient(self.indices, node.inputs[0].shape)(out_grad)
+
+    def gradient_data(self, out_grad, node):
+        return (_scatter_rows(out_grad, self.indices, node.inputs[0].cached_data.shape),)
+
+
+class EmbeddingGradient(TensorOp):
+    """EmbeddingLookup's adjoint: ``out_grad`` rows summed into a (num_embeddings, dim) array; linear, so its own gradient is the lookup."""
+
+    def __init__(self, indices: NDArray, weight_shape):
+        self.indices = indices
+        self.weight_shape = tuple(weight_shape)
+
+    def compute(self, out_grad: NDArray):
+        return _scatter_rows(out_grad, self.indices, self.weight_shape)
+
+    def gradient(self, adjoint, node):
+        return EmbeddingLookup(self.indices)(adjoint)
+
+
+def _scatter_rows(out_grad, indices, weight_shape):
+    xp = out_grad.device.xp
+    grad = xp.zeros(weight_shape, dtype=out_grad.dtype)
+    rows, values = indices.raw.reshape(-1), out_grad.raw.reshape(-1, weight_shape[-1])
+    # NOTE: a scatter-add sums repeated indices (a word seen twice gets both adjoints); += would keep one.
+    if xp is numpy:
+        numpy.add.at(grad, rows, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(grad, rows, values)
+    return NDArray.wrap(grad, out_grad.device)
+
+
+def embedding(indices: Union[Value, NDArray], weight: Value) -> Value:
+    """``weight[indices]``: the rows of ``weight`` for integer ``indices`` (a Tensor or NDArray), as one node.
+
+    Example:
+        >>> import needle as ndl
+        >>> weight = ndl.Tensor([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+        >>> ndl.ops.embedding(ndl.Tensor([[2], [0]], dtype="int64"), weight).numpy().tolist()
+        [[[4.0, 5.0]], [[0.0, 1.0]]]
+    """
+    if isinstance(indices, Value):
+        indices = indices.realize_cached_data()
+    raw = indices.raw
+    if raw.dtype.kind not in "iu":
+        # NOTE: the course's batches hold word indices as floats; they are exact integers.
+        indices = NDArray.wrap(raw.astype("int64"), indices.device)
+    return EmbeddingLookup(indices)(weight)
