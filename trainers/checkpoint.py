@@ -7,13 +7,12 @@ folder, is fsync'ed, then ``os.replace``d over the target: a crash mid-write lea
 checkpoint whole.
 """
 import json
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from .atomic import atomic_write
 from .callbacks import Callback
 
 FORMAT = "needle-trainer-checkpoint"
@@ -45,20 +44,8 @@ def save_checkpoint(path, state):
     arrays = {}
     blob = json.dumps({"format": FORMAT, "version": VERSION, "state": _encode(state, arrays)})
     arrays[_STATE_KEY] = np.frombuffer(blob.encode("utf-8"), dtype=np.uint8)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as stream:
-            np.savez(stream, **arrays)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_folder(path.parent)
+    with atomic_write(path, "wb") as stream:
+        np.savez(stream, **arrays)
 
 
 def load_checkpoint(path):
@@ -135,20 +122,6 @@ def _decode(value, arrays):
     if "scalar" in value:
         return np.dtype(value["dtype"]).type(value["scalar"])
     return arrays[value["array"]]
-
-
-def _fsync_folder(folder):
-    """Make the rename itself durable where the platform allows it."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
 
 
 class Checkpoint(Callback):

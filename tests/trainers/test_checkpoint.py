@@ -129,7 +129,7 @@ def test_a_failed_rename_leaves_no_temporary_file(tmp_path, monkeypatch):
     def refuse(source, target):
         raise OSError("disk went away")
 
-    monkeypatch.setattr(checkpoint_module.os, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)  # the shared trainers.atomic helper renames
     with pytest.raises(OSError, match="disk went away"):
         save_checkpoint(tmp_path / "model.npz", {"a": 1})
     monkeypatch.undo()
