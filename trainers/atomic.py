@@ -35,6 +35,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", **open_options: 
     path = Path(path)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(temporary, _mode_for(path))  # mkstemp makes 0600; give the file its usual mode
         with os.fdopen(descriptor, mode, **open_options) as stream:
             yield stream
             stream.flush()
@@ -45,6 +46,23 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", **open_options: 
             os.unlink(temporary)
         raise
     fsync_folder(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    """The replaced file's permission bits, or what ``open`` would give a new file."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_UMASK
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # NOTE: read once at import; os.umask can only be read by setting it
 
 
 def fsync_folder(folder: str | os.PathLike[str]) -> None:

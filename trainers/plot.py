@@ -106,9 +106,9 @@ def _draw_metric(axis, name, step_numbers, per_step, history, epoch_ends, title)
     train = [(x, e[f"train_{name}"]) for x, e in points]
     validation = [(x, e[f"val_{name}"]) for x, e in points if e.get(f"val_{name}") is not None]
     if train:
-        axis.plot(*zip(*train), "o-", color="tab:blue", label=f"train {name} (epoch)")
+        axis.plot(*zip(*train), "o-", color="tab:blue", label=f"train {name} (epoch mean)")
     if validation:
-        axis.plot(*zip(*validation), "s-", color="tab:orange", label=f"validation {name} (epoch)")
+        axis.plot(*zip(*validation), "s-", color="tab:orange", label=f"validation {name} (end of epoch)")
     axis.set_title(title)
     axis.set_ylabel(name)
     axis.grid(True, alpha=0.3)
@@ -118,21 +118,31 @@ def _draw_metric(axis, name, step_numbers, per_step, history, epoch_ends, title)
 def _draw_nodes(axis, x, live_nodes, spent_nodes, spent_x=None):
     axis.plot(x, live_nodes, label="live graph nodes")
     if spent_nodes:
-        axis.plot(x if spent_x is None else spent_x, spent_nodes, label="spent (after backward)")
-    axis.set_title("graph nodes between steps (flat = no leak)")
+        axis.plot(x if spent_x is None else spent_x, spent_nodes, "--", label="spent (after backward)")
+    axis.set_title("graph nodes alive between steps (flat = no leak)")
     axis.set_ylabel("graph nodes")
+    axis.set_ylim(bottom=0, top=max(1, *live_nodes, *spent_nodes) * 1.1)
     axis.grid(True, alpha=0.3)
     axis.legend()
 
 
 def _draw_memory(axis, x, live_bytes, records, records_x=None):
+    """Live tensor bytes on the left axis; the process's RSS (and GPU pool) on the right, whose
+    scale is often a hundred times larger."""
     records_x = x if records_x is None else records_x
-    axis.plot(x, [b / _MB for b in live_bytes], label="live arrays (MB)")
+    lines = axis.plot(x, [b / _MB for b in live_bytes], color="tab:blue", label="live arrays (MB, left)")
+    axis.set_ylabel("live arrays (MB)")
+    axis.set_ylim(bottom=0, top=max(live_bytes) / _MB * 1.6 or 1)  # sits below the RSS line (x1.2)
     if records:
-        axis.plot(records_x, [r.host_rss / _MB for r in records], label="host RSS (MB)")
+        process_axis = axis.twinx()
+        lines += process_axis.plot(records_x, [r.host_rss / _MB for r in records], color="tab:orange",
+                                   label="host RSS (MB, right)")
         if any(r.device_memory_in_use for r in records):
-            axis.plot(records_x, [r.device_memory_in_use / _MB for r in records], label="GPU pool (MB)")
+            lines += process_axis.plot(records_x, [r.device_memory_in_use / _MB for r in records],
+                                       color="tab:green", label="GPU pool (MB, right)")
+        process_axis.set_ylabel("process (MB)")
+        process_peak = max(max(line.get_ydata()) for line in lines[1:])
+        process_axis.set_ylim(bottom=0, top=process_peak * 1.2 or 1)
     axis.set_title("memory")
-    axis.set_ylabel("MB")
     axis.grid(True, alpha=0.3)
-    axis.legend()
+    axis.legend(lines, [line.get_label() for line in lines], loc="lower right")
