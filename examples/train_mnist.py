@@ -88,10 +88,12 @@ def resolve_device(name, parser):
 
 def cuda_problem():
     """None when CuPy is not installed; otherwise why it gives no usable GPU, in words."""
-    if importlib.util.find_spec("cupy") is None:
-        return None
     try:
         import cupy
+    except ModuleNotFoundError as error:
+        if error.name == "cupy":
+            return None
+        return f"it cannot be imported ({type(error).__name__}: {error})"
     except Exception as error:  # a broken install, or CUDA libraries missing
         return f"it cannot be imported ({type(error).__name__}: {error})"
     try:
