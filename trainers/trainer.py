@@ -53,7 +53,7 @@ class History:
         self.steps = list(steps or [])
         self.epochs = list(epochs or [])
 
-    def column(self, key, per="steps"):
+    def column(self, key: str, per: str = "steps") -> list:
         """One key of every entry, e.g. ``history.column("loss")`` or ``column("val_accuracy", per="epochs")``."""
         return [entry.get(key) for entry in getattr(self, per)]
 
@@ -216,7 +216,7 @@ class Trainer:
                 self.monitor.close()  # ends any leak search that is still watching the graph
         return self.history
 
-    def train_step(self, X, y):
+    def train_step(self, X: needle.Tensor, y: needle.Tensor) -> tuple[float, float]:
         """One optimizer step on a batch; returns ``(loss, accuracy)`` as floats and keeps no graph."""
         X, y = self._to_device(X), self._to_device(y)
         self.optimizer.reset_grad()
@@ -266,12 +266,12 @@ class Trainer:
         return {"loss": loss_sum / samples, "accuracy": correct_sum / samples}
 
     # ---- callbacks ----------------------------------------------------------------------------
-    def dispatch(self, hook, *args):
+    def dispatch(self, hook: str, *args: Any) -> None:
         """Call ``hook`` (e.g. ``"on_fit_start"``) on every callback, in registration order."""
         for callback in self.callbacks:
             getattr(callback, hook)(self, *args)
 
-    def add_callback(self, callback):
+    def add_callback(self, callback: Callback) -> Callback:
         """Register ``callback`` after the existing ones; returns it."""
         self.callbacks.append(callback)
         return callback
