@@ -11,7 +11,9 @@ trainer's epoch metrics (``train_loss``, ``train_accuracy``, ``val_loss``, ``val
 
 How the files are written: a fit that starts from step 0 creates each file afresh with an atomic
 replace (the header only, for CSV), so a previous run's file is never half overwritten; a fit
-that continues a trainer (after ``load_checkpoint``) appends to the files. Each row is appended
+that continues a trainer (after ``load_checkpoint``) appends to the files, first dropping (again
+by an atomic replace) any rows past the trainer's step and epoch, which a run that went on after
+that checkpoint had written: the files then match the resumed history. Each row is appended
 with one ``write`` of whole lines, so a reader (``tail -f``, pandas) mid-run sees complete rows,
 and the files are fsync'ed at the end of every epoch and of ``fit``.
 """
@@ -71,15 +73,22 @@ class Logger(Callback):
         """Whole lines of text for ``rows`` (dicts), in the file's format."""
         raise NotImplementedError
 
+    def parse_rows(self, text: str) -> list:
+        """The rows (dicts) of a file's text: the inverse of ``header`` plus ``format_rows``."""
+        raise NotImplementedError
+
     # ---- hooks --------------------------------------------------------------------------------
     def on_fit_start(self, trainer: Any) -> None:
         self.close()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         fresh = trainer.global_step == 0
-        for path, columns in ((self.step_path, STEP_COLUMNS), (self.epoch_path, EPOCH_COLUMNS)):
+        files = ((self.step_path, STEP_COLUMNS, "step", trainer.global_step),
+                 (self.epoch_path, EPOCH_COLUMNS, "epoch", trainer.epoch))
+        for path, columns, key, last in files:
             if fresh or not path.exists():
-                with atomic_write(path, "w", newline="") as stream:
-                    stream.write(self.header(columns))
+                self._replace(path, [], columns)
+            else:
+                self._drop_rows_after(path, columns, key, last)
             self._streams[path] = os.open(path, os.O_WRONLY | os.O_APPEND)
         self._started = time.perf_counter()
         self._peaks = (0, 0)
@@ -115,6 +124,17 @@ class Logger(Callback):
         self._streams.clear()
 
     # ---- internals ----------------------------------------------------------------------------
+    def _replace(self, path, rows, columns):
+        with atomic_write(path, "w", newline="") as stream:
+            stream.write(self.header(columns) + self.format_rows(rows, columns))
+
+    def _drop_rows_after(self, path, columns, key, last):
+        """Keep only rows whose ``key`` (step or epoch) is at most ``last``."""
+        rows = self.parse_rows(path.read_text())
+        kept = [row for row in rows if row.get(key) not in (None, "") and int(row[key]) <= last]
+        if len(kept) != len(rows):
+            self._replace(path, kept, columns)
+
     def _append(self, path, rows, columns):
         descriptor = self._streams.get(path)
         if descriptor is None:
@@ -159,6 +179,9 @@ class CSVLogger(Logger):
     def header(self, columns: tuple) -> str:
         return self.format_rows([dict(zip(columns, columns))], columns)
 
+    def parse_rows(self, text: str) -> list:
+        return list(csv.DictReader(io.StringIO(text)))
+
     def format_rows(self, rows: list, columns: tuple) -> str:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
@@ -181,6 +204,9 @@ class JSONLinesLogger(Logger):
 
     step_file = "steps.jsonl"
     epoch_file = "epochs.jsonl"
+
+    def parse_rows(self, text: str) -> list:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def format_rows(self, rows: list, columns: tuple) -> str:
         lines = []

@@ -113,10 +113,23 @@ def test_a_new_run_replaces_the_files_and_a_resumed_one_appends(tmp_path):
     assert [row["step"] for row in read_csv(logger.step_path)] == ["1", "2", "3"]
     trainer.save_checkpoint(tmp_path / "run.npz")
 
+    trainer.fit(DataLoader(data(), batch_size=16), epochs=1)  # the run goes on past the checkpoint
+    assert len(read_csv(logger.step_path)) == 6
+
     resumed = make_trainer(CSVLogger(tmp_path)).load_checkpoint(tmp_path / "run.npz")
     resumed.fit(DataLoader(data(), batch_size=16), epochs=1)
-    assert [row["step"] for row in read_csv(logger.step_path)] == ["1", "2", "3", "4", "5", "6"]
+    steps = read_csv(logger.step_path)
+    assert [row["step"] for row in steps] == ["1", "2", "3", "4", "5", "6"]  # rows 4-6 replaced, not doubled
+    assert [float(row["loss"]) for row in steps] == resumed.history.column("loss")
     assert [row["epoch"] for row in read_csv(logger.epoch_path)] == ["1", "2"]
+
+
+@pytest.mark.parametrize("logger_class", [CSVLogger, JSONLinesLogger])
+def test_parse_rows_reads_back_what_the_logger_writes(tmp_path, logger_class):
+    logger = logger_class(tmp_path)
+    rows = [{"step": 1, "loss": 0.25}, {"step": 2, "loss": 0.125}]
+    text = logger.header(("step", "loss")) + logger.format_rows(rows, ("step", "loss"))
+    assert [(int(row["step"]), float(row["loss"])) for row in logger.parse_rows(text)] == [(1, 0.25), (2, 0.125)]
 
 
 def test_files_are_closed_when_fit_raises(tmp_path):
