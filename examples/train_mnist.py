@@ -17,6 +17,7 @@ import argparse
 import importlib.util
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -168,7 +169,11 @@ def report_interrupt(trainer, args, argv):
     where = f"in epoch {in_epoch}" if in_epoch else f"after epoch {trainer.epoch}"
     reached = f"interrupted {where} at step {trainer.global_step} ({trainer.epoch} of {args.epochs} epochs complete)"
     if args.checkpoint:
-        trainer.save_checkpoint(args.checkpoint)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the save short
+        try:
+            trainer.save_checkpoint(args.checkpoint)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         arguments = list(sys.argv[1:] if argv is None else argv)
         command = shlex.join(["python", sys.argv[0] if argv is None else "examples/train_mnist.py", *arguments]
                              + ([] if args.resume else ["--resume"]))
@@ -214,4 +219,8 @@ def print_report(trainer, test, train_seconds):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() is not None else 130)  # 130: stopped by Ctrl-C, as shells report it
+    try:
+        sys.exit(0 if main() is not None else 130)  # 130: stopped by Ctrl-C, as shells report it
+    except KeyboardInterrupt:  # outside training (loading data, the final test): nothing to save
+        print("\ninterrupted outside training; nothing was saved", file=sys.stderr)
+        sys.exit(130)
