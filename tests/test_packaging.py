@@ -45,7 +45,8 @@ def test_the_repository_data_folder_mirrors_the_packaged_copy():
 def test_license_is_the_mit_license_that_pyproject_names():
     text = (REPO / "LICENSE").read_text()
     assert text.startswith("MIT License") and "needle contributors" in text
-    assert pyproject()["project"]["license"] == {"text": "MIT"}
+    assert pyproject()["project"]["license"] == "MIT"
+    assert pyproject()["project"]["license-files"] == ["LICENSE"]
 
 
 def test_extras_for_plots_docs_and_the_cpu_torch_note():
