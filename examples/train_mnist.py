@@ -7,12 +7,18 @@ Usage::
     python examples/train_mnist.py --model lstm --epochs 3 --batch-size 64 --lr 2e-3  # rows as a sequence
     python examples/train_mnist.py --device cuda --epochs 5
     python examples/train_mnist.py --checkpoint mnist.npz  # resumes from it if it exists
+    python examples/train_mnist.py --log-dir runs/mnist      # CSV logs, history.json, training.png
 
 With ``--checkpoint`` the run saves after every epoch and, when the file already exists, resumes
-from it; ``--epochs`` is then the total to reach, not the number to add.
+from it (``--resume`` insists on it); ``--epochs`` is then the total to reach, not the number to
+add. Ctrl-C stops after the current step; with ``--checkpoint`` that state is saved, and the
+line printed says how to resume.
 """
 import argparse
 import importlib.util
+import os
+import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -26,6 +32,7 @@ import needle as ndl  # noqa: E402
 from needle import nn, optim  # noqa: E402
 from needle.data import DataLoader, NDArrayDataset, mnist, parse_mnist  # noqa: E402
 from trainers.checkpoint import Checkpoint  # noqa: E402
+from trainers.loggers import CSVLogger  # noqa: E402
 from trainers.monitor import MemoryMonitor  # noqa: E402
 from trainers.trainer import Trainer  # noqa: E402
 
@@ -46,12 +53,64 @@ def parse_arguments(argv=None):
     parser.add_argument("--train-samples", type=int, default=None, help="use only the first N training images")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--checkpoint", metavar="PATH", help="save here every epoch; resume from it if it exists")
-    return parser.parse_args(argv)
+    parser.add_argument("--resume", action="store_true", help="resume from --checkpoint, which must exist")
+    parser.add_argument(
+        "--log-dir", metavar="DIR", help="validate on the test set every epoch; write steps.csv and epochs.csv "
+        "as it trains, then history.json, monitor.csv and training.png (the PNG needs matplotlib)"
+    )
+    args = parser.parse_args(argv)
+    if args.resume and not args.checkpoint:
+        parser.error("--resume needs --checkpoint PATH (the checkpoint to resume from)")
+    if args.resume and not Path(args.checkpoint).exists():
+        parser.error(f"--resume: no checkpoint at {args.checkpoint}; drop --resume to start a new run there")
+    args.device_object = resolve_device(args.device, parser)
+    return args
+
+
+def resolve_device(name, parser):
+    """The needle device for ``--device``, or exit with what is missing and the fix."""
+    if name == "cpu":
+        return ndl.cpu()
+    device = ndl.cuda()
+    if device.enabled():
+        return device
+    problem = cuda_problem()
+    if problem is None:
+        message = (
+            "--device cuda needs CuPy, which is not installed. Fix: run with --device cpu, or install "
+            "CuPy: pip install 'needle-dl[cuda]' (CUDA 12; 'needle-dl[cuda13]' for CUDA 13) on a machine "
+            "with an NVIDIA GPU and driver."
+        )
+    else:
+        message = (
+            f"--device cuda: CuPy is installed, but {problem}. Check that this machine has an NVIDIA "
+            f"GPU and a working driver (nvidia-smi), and that the CuPy package matches the driver's CUDA "
+            f"version ('needle-dl[cuda]' is CUDA 12, 'needle-dl[cuda13]' CUDA 13); or run with --device cpu."
+        )
+    parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+
+def cuda_problem():
+    """None when CuPy is not installed; otherwise why it gives no usable GPU, in words."""
+    try:
+        import cupy
+    except ModuleNotFoundError as error:
+        if error.name == "cupy":
+            return None
+        return f"it cannot be imported ({type(error).__name__}: {error})"
+    except Exception as error:  # a broken install, or CUDA libraries missing
+        return f"it cannot be imported ({type(error).__name__}: {error})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no driver, or a driver too old for this CuPy
+        return f"it finds no usable GPU or driver ({type(error).__name__}: {error})"
+    return "it finds no CUDA GPU (device count 0)" if count < 1 else "needle's CUDA device reports itself disabled"
 
 
 def main(argv=None):
+    """Train, report, and return the test metrics (None when Ctrl-C stopped the run)."""
     args = parse_arguments(argv)
-    device = ndl.cpu() if args.device == "cpu" else ndl.cuda()
+    device = args.device_object
     np.random.seed(args.seed)
 
     files = mnist()
@@ -70,6 +129,8 @@ def main(argv=None):
         optimizer = optim.Adam(model.parameters(), lr=lr)
     monitor = MemoryMonitor(device=device if args.device == "cuda" else None)
     callbacks = [Checkpoint(args.checkpoint)] if args.checkpoint else []
+    if args.log_dir:
+        callbacks.append(CSVLogger(args.log_dir))
     trainer = Trainer(model, optimizer, monitor=monitor, progress=not args.no_progress, callbacks=callbacks)
     if args.checkpoint and Path(args.checkpoint).exists():
         trainer.load_checkpoint(args.checkpoint)
@@ -77,13 +138,19 @@ def main(argv=None):
 
     print(
         f"MNIST {description} on {device}: {len(y_train)} training images, batch {args.batch_size}, "
-        f"{args.optimizer} lr={lr}, {args.epochs} epochs"
+        f"{args.optimizer} lr={lr}, {args.epochs} epochs, {blas_threads()}"
     )
     started = time.perf_counter()
-    trainer.fit(train_loader, epochs=max(0, args.epochs - trainer.epoch))
+    validation = test_loader if args.log_dir else None  # validation curves for the logs and the plot
+    trainer.fit(train_loader, epochs=max(0, args.epochs - trainer.epoch), val_loader=validation)
     train_seconds = time.perf_counter() - started
+    if trainer.interrupted:
+        report_interrupt(trainer, args, argv)
+        write_logs(trainer, args.log_dir)
+        return None
     test = trainer.evaluate(test_loader)
     print_report(trainer, test, train_seconds)
+    write_logs(trainer, args.log_dir)
     return test
 
 
@@ -99,6 +166,50 @@ def build_model(args, device):
     hidden = args.hidden or 256
     model = nn.Sequential(nn.Linear(784, hidden, device=device), nn.ReLU(), nn.Linear(hidden, 10, device=device))
     return model, f"MLP 784-{hidden}-10"
+
+
+def blas_threads():
+    """The BLAS thread setting in words: it changes small-batch CPU speed several times over."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        if os.environ.get(name):
+            return f"BLAS threads {os.environ[name]} ({name})"
+    return f"BLAS threads unset (one per core: {os.cpu_count()})"
+
+
+def report_interrupt(trainer, args, argv):
+    """Save the (consistent) state if asked, and say in one line where the run stopped and how to go on."""
+    steps = trainer.history.steps
+    in_epoch = steps[-1]["epoch"] if steps and steps[-1]["epoch"] > trainer.epoch else None
+    where = f"in epoch {in_epoch}" if in_epoch else f"after epoch {trainer.epoch}"
+    reached = f"interrupted {where} at step {trainer.global_step} ({trainer.epoch} of {args.epochs} epochs complete)"
+    if args.checkpoint:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the save short
+        try:
+            trainer.save_checkpoint(args.checkpoint)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        arguments = list(sys.argv[1:] if argv is None else argv)
+        command = shlex.join(["python", sys.argv[0] if argv is None else "examples/train_mnist.py", *arguments]
+                             + ([] if args.resume else ["--resume"]))
+        print(f"\n{reached}; saved {args.checkpoint}; resume with: {command}", flush=True)
+    else:
+        print(f"\n{reached}; nothing saved (pass --checkpoint PATH to be able to resume)", flush=True)
+
+
+def write_logs(trainer, log_dir):
+    """history.json, monitor.csv and training.png in ``log_dir`` (the CSV logs are already there)."""
+    if not log_dir:
+        return
+    trainer.history.to_json(Path(log_dir) / "history.json")
+    trainer.monitor.to_csv(Path(log_dir) / "monitor.csv")
+    written = "steps.csv, epochs.csv, history.json, monitor.csv"
+    if trainer.history.steps:
+        try:
+            trainer.plot(Path(log_dir) / "training.png")
+            written += ", training.png"
+        except ImportError as error:
+            written += f"; no training.png: {error}"
+    print(f"logs in {log_dir}: {written}")
 
 
 def print_report(trainer, test, train_seconds):
@@ -122,4 +233,8 @@ def print_report(trainer, test, train_seconds):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        sys.exit(0 if main() is not None else 130)  # 130: stopped by Ctrl-C, as shells report it
+    except KeyboardInterrupt:  # outside training (loading data, the final test): nothing to save
+        print("\ninterrupted outside training; nothing was saved", file=sys.stderr)
+        sys.exit(130)

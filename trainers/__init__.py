@@ -10,3 +10,4 @@ from .callbacks import Callback
 from .progress import ProgressBar
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .trainer import History, NonFiniteLossError, Trainer
+from .loggers import CSVLogger, JSONLinesLogger, Logger

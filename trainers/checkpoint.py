@@ -11,15 +11,13 @@ whole, and the next successful save removes temporary files that writers which d
 behind. A replaced checkpoint keeps its permission bits; a new one gets the umask's default.
 """
 import json
-import os
-import re
-import secrets
 import zipfile
 from pathlib import Path
 
 import numpy as np
 from numpy.lib import format as npy_format
 
+from .atomic import atomic_write
 from .callbacks import Callback
 
 FORMAT = "needle-trainer-checkpoint"
@@ -60,93 +58,8 @@ def save_checkpoint(path, state):
     except RecursionError:
         raise ValueError("cannot checkpoint a state nested this deeply (or one that contains itself)") from None
     arrays[_STATE_KEY] = np.frombuffer(blob.encode("utf-8"), dtype=np.uint8)
-    descriptor, temporary = _create_temporary(path)
-    try:
-        with os.fdopen(descriptor, "wb") as stream:
-            np.savez(stream, **arrays)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException as error:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        if isinstance(error, OSError):
-            raise _naming_path(error, path) from error
-        raise
-    _fsync_folder(path.parent)
-    _remove_stale_temporaries(path)
-
-
-def _create_temporary(path):
-    """``(descriptor, name)`` of a new temporary file beside ``path``, with the mode ``path`` will keep."""
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None  # a new checkpoint: 0o666 less the umask, as open() gives
-    except OSError as error:
-        raise _naming_path(error, path) from error
-    while True:
-        temporary = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        try:
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-            break
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise _naming_path(error, path) from error
-    if mode is not None:
-        try:
-            os.chmod(temporary, mode)
-        except OSError:
-            pass  # e.g. a file system without permission bits
-    return descriptor, temporary
-
-
-def _naming_path(error, path):
-    """``error`` (an OSError) again, as the same type, with a message about the user's ``path``."""
-    folder = path.parent
-    if isinstance(error, FileNotFoundError) and not folder.is_dir():
-        reason = f"the folder {folder} does not exist; create it first (os.makedirs({str(folder)!r}, exist_ok=True))"
-    elif isinstance(error, PermissionError):
-        reason = f"no permission to write in {folder} (choose a writable folder, or change its permissions)"
-    else:
-        reason = error.strerror or str(error)
-    renamed = type(error)(error.errno, f"cannot save the checkpoint {path}: {reason}")
-    renamed.filename = str(path)
-    return renamed
-
-
-def _remove_stale_temporaries(path):
-    """Delete this checkpoint's temporary files whose writer process no longer runs."""
-    if os.name != "posix":
-        return  # no cheap, safe liveness check for a process id
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.[0-9a-f]{{8}}\.tmp")
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return
-    for name in names:
-        match = pattern.fullmatch(name)
-        if match is None or not _process_is_gone(int(match.group(1))):
-            continue
-        try:
-            os.unlink(path.parent / name)
-        except OSError:
-            pass  # another save removed it first, or it cannot be removed: harmless
-
-
-def _process_is_gone(pid):
-    if pid == os.getpid():
-        return False  # ours: a save in another thread may be writing it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # alive, owned by someone else
-    return False
+    with atomic_write(path, "wb", what="checkpoint") as stream:
+        np.savez(stream, **arrays)
 
 
 def load_checkpoint(path):
@@ -300,20 +213,6 @@ def _decode(value, arrays):
             raise ValueError("a scalar of Python objects")
         return dtype.type(value["scalar"])
     return arrays[value["array"]]
-
-
-def _fsync_folder(folder):
-    """Make the rename itself durable where the platform allows it."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
 
 
 class Checkpoint(Callback):

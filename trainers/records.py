@@ -1,6 +1,8 @@
-"""One record per monitored iteration, and its export to CSV and JSON lines."""
+"""One record per monitored iteration, and its export to CSV and JSON lines (written atomically)."""
 import csv
 import json
+
+from .atomic import atomic_write
 
 FIELDS = (
     "iteration",
@@ -89,7 +91,7 @@ def write_csv(records, path):
     columns = []
     for row in rows:
         columns.extend(c for c in row if c not in columns)
-    with open(path, "w", newline="") as handle:
+    with atomic_write(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns or list(FIELDS))
         writer.writeheader()
         writer.writerows(rows)
@@ -97,6 +99,6 @@ def write_csv(records, path):
 
 def write_jsonl(records, path):
     """Write records as JSON lines, one object per iteration."""
-    with open(path, "w") as handle:
+    with atomic_write(path, "w") as handle:
         for record in records:
             handle.write(json.dumps(record.as_dict()) + "\n")

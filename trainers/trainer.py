@@ -1,15 +1,23 @@
 """``Trainer``: fit a needle model; progress, memory monitoring and checkpoints hang on hooks."""
+from __future__ import annotations
+
+import csv
+import json
 import math
+import os
 import time
+from typing import Any, Iterable
 
 import numpy as np
 
 import needle
 from needle import autograd
 
+from .atomic import atomic_write
 from .callbacks import HOOKS, Callback
 from .checkpoint import load_checkpoint, save_checkpoint
 from .trainer_state import EpochPosition, checked_trainer_state, empty_loader_message
+from .interrupts import DeferredInterrupt
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -29,18 +37,56 @@ class History:
     ``batch_size``, ``live_nodes``, ``memory_bytes``). ``epochs``: one entry per epoch
     (``epoch``, ``train_loss``, ``train_accuracy``, ``val_loss``, ``val_accuracy``, ``seconds``,
     ``steps``); ``val_*`` are None without a validation loader.
+
+    Export with ``to_csv(path, per="epochs")`` / ``to_csv(path, per="steps")`` or
+    ``to_json(path)`` (both atomic); ``History.from_json(path)`` reads the JSON back.
+
+    Example:
+        >>> import tempfile, os
+        >>> history = History([{"step": 1, "epoch": 1, "loss": 0.5}], [{"epoch": 1, "train_loss": 0.5}])
+        >>> path = os.path.join(tempfile.mkdtemp(), "history.json")
+        >>> history.to_json(path)
+        >>> History.from_json(path).steps
+        [{'step': 1, 'epoch': 1, 'loss': 0.5}]
     """
 
-    def __init__(self, steps=None, epochs=None):
+    def __init__(self, steps: Iterable[dict] | None = None, epochs: Iterable[dict] | None = None) -> None:
         self.steps = list(steps or [])
         self.epochs = list(epochs or [])
 
-    def column(self, key, per="steps"):
+    def column(self, key: str, per: str = "steps") -> list:
         """One key of every entry, e.g. ``history.column("loss")`` or ``column("val_accuracy", per="epochs")``."""
         return [entry.get(key) for entry in getattr(self, per)]
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         return {"steps": [dict(entry) for entry in self.steps], "epochs": [dict(entry) for entry in self.epochs]}
+
+    def to_csv(self, path: str | os.PathLike[str], per: str = "epochs") -> None:
+        """Write the ``per="epochs"`` (default) or ``per="steps"`` entries as CSV, atomically.
+
+        Columns are every key, in the order first seen; a missing or None value is an empty cell.
+        """
+        if per not in ("steps", "epochs"):
+            raise ValueError(f"History.to_csv per must be 'steps' or 'epochs'; got per={per!r}")
+        entries = getattr(self, per)
+        columns = list(dict.fromkeys(key for entry in entries for key in entry))
+        with atomic_write(path, "w", newline="") as stream:
+            writer = csv.DictWriter(stream, fieldnames=columns, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(entries)
+
+    def to_json(self, path: str | os.PathLike[str]) -> None:
+        """Write ``{"steps": [...], "epochs": [...]}`` as JSON, atomically."""
+        with atomic_write(path, "w") as stream:
+            json.dump(self.state_dict(), stream, indent=1)
+            stream.write("\n")
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> "History":
+        """Read a history written by ``to_json``."""
+        with open(path) as stream:
+            document = json.load(stream)
+        return cls(document["steps"], document["epochs"])
 
     def __repr__(self):
         return f"History({len(self.epochs)} epochs, {len(self.steps)} steps)"
@@ -64,6 +110,7 @@ class Trainer:
         history: a ``History`` (``history.steps``, ``history.epochs``).
         epoch: epochs completed; global_step: optimizer steps taken (both survive checkpoints).
         should_stop: set it to True (e.g. from a callback) to end ``fit`` early.
+        interrupted: True after a ``fit`` that Ctrl-C (``KeyboardInterrupt``) stopped.
 
     Example:
         >>> import numpy as np, needle as ndl
@@ -79,7 +126,16 @@ class Trainer:
         (12, 12, True)
     """
 
-    def __init__(self, model, optimizer, loss_fn=None, device=None, monitor=True, progress=True, callbacks=()):
+    def __init__(
+        self,
+        model: Any,
+        optimizer: Any,
+        loss_fn: Any = None,
+        device: Any = None,
+        monitor: Any = True,
+        progress: Any = True,
+        callbacks: Iterable[Callback] = (),
+    ) -> None:
         if loss_fn is None:
             import needle.nn
 
@@ -100,11 +156,12 @@ class Trainer:
         self.epoch = 0
         self.global_step = 0
         self.should_stop = False
+        self.interrupted = False
         self.batches_per_epoch = None
         self._position = None  # the EpochPosition of an epoch started but not finished
 
     # ---- the loop -----------------------------------------------------------------------------
-    def fit(self, train_loader, epochs=1, val_loader=None):
+    def fit(self, train_loader: Iterable, epochs: int = 1, val_loader: Iterable | None = None) -> History:
         """Train for ``epochs`` more epochs (continuing the epoch and step counts).
 
         Args:
@@ -121,6 +178,12 @@ class Trainer:
         and, with a ``DataLoader``, in the same sample order: the result equals an uninterrupted
         run. ``should_stop`` set mid-epoch ends that epoch early (it is summarised and counted).
 
+        Ctrl-C (``KeyboardInterrupt``) stops ``fit`` cleanly: a SIGINT that arrives during a
+        training step (forward, backward, optimizer update, step record) takes effect when that
+        step is complete, so the parameters, the optimizer state and ``global_step`` agree and
+        ``save_checkpoint`` afterwards is consistent. ``on_exception`` then ``on_fit_end`` are
+        called, ``interrupted`` is set, and ``fit`` returns the history instead of raising.
+
         Raises:
             NonFiniteLossError (a FloatingPointError): the loss became NaN or infinite; the
                 message names the epoch and global step, and that step was not applied.
@@ -131,25 +194,35 @@ class Trainer:
         if epochs and _length(train_loader) == 0:
             raise ValueError(empty_loader_message(train_loader))
         self.should_stop = False
+        self.interrupted = False
         self.batches_per_epoch = _length(train_loader)
+        guard = DeferredInterrupt()
         try:
-            self.dispatch("on_fit_start")
-            for epoch in range(self.epoch + 1, self.epoch + epochs + 1):
-                self.dispatch("on_train_epoch_start", epoch)
-                batches = self._epoch_batches(train_loader, epoch)
-                position = self._position
-                started, first_step = time.perf_counter(), len(self.history.steps) - position.batches_done
-                for X, y in batches:
-                    loss, accuracy = self.train_step(X, y)
-                    position.batches_done += 1
-                    self._record_step(epoch, loss, accuracy, batch_size=y.shape[0])
+            with guard:
+                self.dispatch("on_fit_start")
+                for epoch in range(self.epoch + 1, self.epoch + epochs + 1):
+                    self.dispatch("on_train_epoch_start", epoch)
+                    batches = self._epoch_batches(train_loader, epoch)
+                    position = self._position
+                    started, first_step = time.perf_counter(), len(self.history.steps) - position.batches_done
+                    for X, y in batches:
+                        with guard.critical():
+                            loss, accuracy = self.train_step(X, y)
+                            position.batches_done += 1
+                            self._record_step(epoch, loss, accuracy, batch_size=y.shape[0])
+                        if self.should_stop:
+                            break
+                    if not position.batches_done:
+                        raise ValueError(empty_loader_message(train_loader))
+                    with guard.critical():
+                        seconds = time.perf_counter() - started
+                        self._end_epoch(epoch, self.history.steps[first_step:], seconds, val_loader)
                     if self.should_stop:
                         break
-                if not position.batches_done:
-                    raise ValueError(empty_loader_message(train_loader))
-                self._end_epoch(epoch, self.history.steps[first_step:], time.perf_counter() - started, val_loader)
-                if self.should_stop:
-                    break
+                self.dispatch("on_fit_end")
+        except KeyboardInterrupt as interrupt:
+            self.interrupted = True
+            self.dispatch("on_exception", interrupt)
             self.dispatch("on_fit_end")
         except BaseException as error:
             self.dispatch("on_exception", error)
@@ -159,7 +232,7 @@ class Trainer:
                 self.monitor.close()  # ends any leak search that is still watching the graph
         return self.history
 
-    def train_step(self, X, y):
+    def train_step(self, X: needle.Tensor, y: needle.Tensor) -> tuple[float, float]:
         """One optimizer step on a batch; returns ``(loss, accuracy)`` as floats and keeps no graph."""
         X, y = self._to_device(X), self._to_device(y)
         self.optimizer.reset_grad()
@@ -172,7 +245,14 @@ class Trainer:
         self.optimizer.step()
         return loss_value, _accuracy(logits, y)
 
-    def evaluate(self, loader):
+    def plot(self, path: str | os.PathLike[str]) -> None:
+        """Write one PNG: loss and accuracy curves (train and validation) beside graph nodes and
+        memory (the monitor's panel). Needs matplotlib: ``pip install 'needle-dl[plot]'``."""
+        from .plot import plot_training
+
+        plot_training(self.history, getattr(self.monitor, "history", None) or [], path)
+
+    def evaluate(self, loader: Iterable) -> dict:
         """Mean loss and accuracy over ``loader``, under ``needle.no_grad()`` and ``model.eval()``.
 
         The model's previous training mode is restored afterwards, even on error.
@@ -202,12 +282,12 @@ class Trainer:
         return {"loss": loss_sum / samples, "accuracy": correct_sum / samples}
 
     # ---- callbacks ----------------------------------------------------------------------------
-    def dispatch(self, hook, *args):
+    def dispatch(self, hook: str, *args: Any) -> None:
         """Call ``hook`` (e.g. ``"on_fit_start"``) on every callback, in registration order."""
         for callback in self.callbacks:
             getattr(callback, hook)(self, *args)
 
-    def add_callback(self, callback):
+    def add_callback(self, callback: Callback) -> Callback:
         """Register ``callback`` after the existing ones; returns it."""
         self.callbacks.append(callback)
         return callback

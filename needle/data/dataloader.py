@@ -8,7 +8,13 @@ Fast paths, in order of preference:
   2. the dataset takes slices/index arrays (``supports_array_index``): one
      vectorised ``dataset[index]`` call per batch;
   3. otherwise one ``dataset[i]`` call per sample, stacked with ``np.stack``.
+
+A ``collate_fn`` (PyTorch's meaning: called on the list of samples of a batch)
+always takes path 3, with the user's function doing the stacking.
 """
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -32,6 +38,14 @@ class DataLoader:
         drop_last: drop the last batch if it is smaller than ``batch_size``.
         device: a needle device (or "cpu"/"cuda"); None means ``needle.default_device()``.
         dtype: dtype for floating-point arrays.
+        collate_fn: as in PyTorch, called with the list of ``dataset[i]`` samples of each batch;
+            whatever it returns is the batch, as is (build ``needle.Tensor`` objects in it, or
+            arrays, as your loop expects). None stacks each field into a Tensor on ``device``.
+        num_workers, pin_memory, persistent_workers: accepted for PyTorch code at their
+            defaults (0, False, False), which is what needle does: batches are made in the
+            main process from data already in memory (array datasets are placed on the device
+            once and indexed there), so worker processes and pinned staging memory have
+            nothing to speed up. Other values raise ``ValueError`` saying so.
 
     Example:
         >>> import numpy as np
@@ -44,9 +58,30 @@ class DataLoader:
         >>> x, y = next(iter(loader))
         >>> x.shape, y.numpy()
         ((2, 2), array([0, 1], dtype=uint8))
+        >>> pairs = DataLoader(dataset, batch_size=2, collate_fn=lambda samples: samples)
+        >>> [(x.tolist(), int(y)) for x, y in next(iter(pairs))]
+        [([0.0, 1.0], 0), ([2.0, 3.0], 1)]
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, device=None, dtype="float32"):
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        device: Any = None,
+        dtype: Any = "float32",
+        collate_fn: Callable[[list], Any] | None = None,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
+    ) -> None:
+        _refuse_worker_options(num_workers, pin_memory, persistent_workers)
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(
+                f"DataLoader collate_fn must be callable (it gets the list of samples of a batch); "
+                f"got collate_fn={collate_fn!r}"
+            )
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"DataLoader batch_size must be a positive int; got batch_size={batch_size!r}")
         self.dtype = np.dtype(dtype)
@@ -65,17 +100,18 @@ class DataLoader:
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.device = None if device is None else _resolve_device(device)
+        self.collate_fn = collate_fn
         self._resident = None  # (device, arrays) placed on the device at the first iteration
         self._epoch = _EpochState(None, 0)  # the epoch most recently started by iter()
         self._resume = None  # an _EpochState the next iter() continues (set by load_state_dict)
 
-    def __len__(self):
+    def __len__(self) -> int:
         count = len(self.dataset)
         if self.drop_last:
             return count // self.batch_size
         return -(-count // self.batch_size)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         device = self.device if self.device is not None else _resolve_device(None)
         if self._resume is not None:
             epoch, self._resume = self._resume, None
@@ -158,7 +194,7 @@ class DataLoader:
         """Yield each batch of the epoch from ``epoch.next_batch`` on, as a tuple of Tensors."""
         count, batch_count = len(self.dataset), len(self)
         order = epoch.order
-        resident = self._resident_arrays(device)
+        resident = None if self.collate_fn is not None else self._resident_arrays(device)
         if resident is not None and order is not None and device.name != "cpu":
             order = device.array(order)  # one small index upload per epoch
         for batch in range(epoch.next_batch, batch_count):
@@ -166,6 +202,9 @@ class DataLoader:
             start = batch * self.batch_size
             stop = min(start + self.batch_size, count)
             index = slice(start, stop) if order is None else order[start:stop]
+            if self.collate_fn is not None:
+                yield self.collate_fn(self._samples(index))
+                continue
             if resident is not None:
                 arrays = tuple(array[index] for array in resident)
             else:
@@ -188,6 +227,11 @@ class DataLoader:
         indices = range(index.start, index.stop) if isinstance(index, slice) else index
         samples = [_as_tuple(self.dataset[int(i)]) for i in indices]
         return tuple(self._cast(np.stack(column)) for column in zip(*samples))
+
+    def _samples(self, index):
+        """The batch's samples as ``dataset[i]`` returns them, for ``collate_fn``."""
+        indices = range(index.start, index.stop) if isinstance(index, slice) else index
+        return [self.dataset[int(i)] for i in indices]
 
     def _resident_arrays(self, device):
         """The dataset's whole arrays on ``device`` (cached), or None if it has none."""
@@ -213,6 +257,30 @@ class _EpochState:
     def __init__(self, order, next_batch):
         self.order = order
         self.next_batch = next_batch
+
+
+def _refuse_worker_options(num_workers, pin_memory, persistent_workers):
+    """Accept PyTorch's loader options at needle's behaviour; refuse the rest, saying why."""
+    if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+        raise ValueError(f"DataLoader num_workers must be a non-negative int; got num_workers={num_workers!r}")
+    if num_workers:
+        raise ValueError(
+            f"DataLoader num_workers={num_workers}: needle makes batches in the main process only. "
+            f"The data is already in memory (array datasets are put on the device once and each "
+            f"batch is an index into them), so worker processes would only add copies. "
+            f"Fix: drop num_workers (or pass num_workers=0)."
+        )
+    if pin_memory:
+        raise ValueError(
+            "DataLoader pin_memory=True: needle has no pinned staging memory. Array datasets are "
+            "copied to the device once, at the first iteration, not once per batch, so there is no "
+            "per-batch host-to-device copy to speed up. Fix: drop pin_memory (or pass pin_memory=False)."
+        )
+    if persistent_workers:
+        raise ValueError(
+            "DataLoader persistent_workers=True: needle uses no worker processes (see num_workers), "
+            "so there are none to keep alive between epochs. Fix: drop persistent_workers."
+        )
 
 
 def _read_only(array):

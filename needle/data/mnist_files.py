@@ -1,9 +1,11 @@
 """Locate, verify and (if needed) download the four MNIST files: ``mnist()``.
 
-Search order: the ``root`` argument, ``$NEEDLE_DATA``, the repository's
-``data/`` folder, then the user cache (``$XDG_CACHE_HOME/needle/mnist`` or
-``~/.cache/needle/mnist``). Each place is tried as is and with a ``mnist/``
-subfolder (except the cache, which is already the MNIST folder).
+Search order: the ``root`` argument, ``$NEEDLE_DATA``, the copy shipped inside
+the package (``needle/_data/mnist/``, present in every install: checkout, editable
+or wheel), then the user cache (``$XDG_CACHE_HOME/needle/mnist`` or
+``~/.cache/needle/mnist``). The first two are tried as is and with a ``mnist/``
+subfolder. A download (only when no place has the files) is all or nothing: a
+failure removes what it fetched and the folders it made.
 """
 
 import dataclasses
@@ -53,12 +55,12 @@ class MNISTFiles:
     test_labels: Path
 
 
-def _repo_data_dir():
-    """The ``data/`` folder beside the ``needle/`` package."""
-    return Path(__file__).resolve().parents[2] / "data"
+def _packaged_data_dir() -> Path:
+    """The MNIST copy shipped inside the ``needle`` package (package data in the wheel)."""
+    return Path(__file__).resolve().parents[1] / "_data" / "mnist"
 
 
-def _cache_dir():
+def _cache_dir() -> Path:
     """The user cache folder for MNIST downloads."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "needle" / "mnist"
@@ -73,7 +75,7 @@ def _decompressed_md5(path):
     return digest.hexdigest()
 
 
-def verify_mnist_file(path):
+def verify_mnist_file(path: "str | os.PathLike[str]") -> None:
     """Check that an MNIST file's decompressed MD5 matches the published digest.
 
     The result is remembered per (path, modification time, size) for the
@@ -125,7 +127,7 @@ def _candidate_dirs(root):
         places += [("$NEEDLE_DATA", Path(env)), ("$NEEDLE_DATA", Path(env) / "mnist")]
     else:
         places.append(("$NEEDLE_DATA", None))
-    places += [("repository data/", _repo_data_dir()), ("user cache", _cache_dir())]
+    places += [("package data", _packaged_data_dir()), ("user cache", _cache_dir())]
     return places
 
 
@@ -137,7 +139,7 @@ def _files_in(folder):
     return None
 
 
-def _download_file(name, folder):
+def _download_file(name: str, folder: Path) -> "list[str]":
     """Fetch ``name`` into ``folder`` from the first mirror whose copy verifies; return failures."""
     failures = []
     for mirror in MIRRORS:
@@ -161,18 +163,37 @@ def _download_file(name, folder):
 
 
 def _download(folder):
-    """Download every missing MNIST file into ``folder``; return failure lines."""
+    """Download every missing MNIST file into ``folder``; return failure lines.
+
+    All or nothing: if any file fails, the files this call fetched and the folders it
+    made are removed again, so a failed download leaves the disk as it found it.
+    """
+    made = [parent for parent in (folder, *folder.parents) if not parent.exists()]
     folder.mkdir(parents=True, exist_ok=True)
-    failures = []
+    fetched, failures = [], []
     for name in FILENAMES.values():
         if (folder / name).is_file():
             continue
         print(f"needle: downloading MNIST {name} into {folder}", file=sys.stderr)
-        failures += _download_file(name, folder)
+        file_failures = _download_file(name, folder)
+        failures += file_failures
+        if file_failures:
+            break
+        fetched.append(folder / name)
+    if failures:
+        for path in fetched:
+            path.unlink(missing_ok=True)
+        for parent in made:  # innermost first
+            try:
+                parent.rmdir()
+            except OSError:  # not empty: something else put files there meanwhile
+                break
     return failures
 
 
-def mnist(root=None, download=True, verify=True):
+def mnist(
+    root: "str | os.PathLike[str] | None" = None, download: bool = True, verify: bool = True
+) -> MNISTFiles:
     """Find the four MNIST files, downloading them into the user cache if needed.
 
     Args:

@@ -22,7 +22,7 @@ def no_network(monkeypatch):
 
 @pytest.fixture(scope="session")
 def mnist_paths():
-    """The real MNIST files (the repository's data/ copy)."""
+    """The real MNIST files (the copy shipped in the package, needle/_data/mnist)."""
     return mnist(download=False)
 
 

@@ -10,16 +10,16 @@ import pytest
 from needle.data import MNISTChecksumError, MNISTFiles, mnist, verify_mnist_file
 from needle.data import mnist_files
 
-REAL = Path(mnist_files.__file__).resolve().parents[2] / "data"
+REAL = mnist_files._packaged_data_dir()
 NAMES = list(mnist_files.FILENAMES.values())
 
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):
-    """No $NEEDLE_DATA, an empty repo data/ and a cache under tmp_path."""
+    """No $NEEDLE_DATA, an empty package data folder and a cache under tmp_path."""
     monkeypatch.delenv("NEEDLE_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(mnist_files, "_repo_data_dir", lambda: tmp_path / "repo-data")
+    monkeypatch.setattr(mnist_files, "_packaged_data_dir", lambda: tmp_path / "package-data")
     return tmp_path
 
 
@@ -31,7 +31,8 @@ def link_all(folder):
     return folder
 
 
-def test_repo_copy_is_found_and_verified():
+def test_packaged_copy_is_found_and_verified(monkeypatch):
+    monkeypatch.delenv("NEEDLE_DATA", raising=False)
     files = mnist(download=False)
     assert isinstance(files, MNISTFiles)
     assert files.train_images.name == "train-images-idx3-ubyte.gz"
@@ -41,7 +42,7 @@ def test_repo_copy_is_found_and_verified():
 
 
 def test_search_order(isolated, monkeypatch):
-    root, env, repo, cache = (link_all(isolated / d) for d in ("root", "env", "repo-data", "xdg/needle/mnist"))
+    root, env, repo, cache = (link_all(isolated / d) for d in ("root", "env", "package-data", "xdg/needle/mnist"))
     monkeypatch.setenv("NEEDLE_DATA", str(env))
     assert mnist(root=root, download=False).train_images.parent == root
     assert mnist(download=False).train_images.parent == env
@@ -69,7 +70,7 @@ def test_not_found_names_every_place(isolated, monkeypatch):
     with pytest.raises(FileNotFoundError) as info:
         mnist(root=isolated / "root", download=False)
     message = str(info.value)
-    for place in ("root", "env", "repo-data", "xdg/needle/mnist"):
+    for place in ("root", "env", "package-data", "xdg/needle/mnist"):
         assert str(isolated / place) in message
     assert "NEEDLE_DATA=" in message and "root=" in message and "download=False" in message
 
@@ -184,4 +185,30 @@ def test_all_mirrors_failing_leaves_nothing(isolated, monkeypatch):
     message = str(info.value)
     assert first + NAMES[0] in message and second + NAMES[0] in message
     assert "connection reset" in message and "MD5" in message and "NEEDLE_DATA=" in message
-    assert list(cache_of(isolated).iterdir()) == []
+    assert not (isolated / "xdg").exists()  # no empty cache folder left behind
+
+
+def test_failure_after_some_files_removes_them_too(isolated, monkeypatch):
+    first, second = mnist_files.MIRRORS
+    opener = Opener({first: "good", second: "down"})
+
+    def fail_on_second_file(url, timeout=None):
+        if NAMES[1] in url:
+            raise urllib.error.URLError("mirror is down")
+        return opener(url, timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", fail_on_second_file)
+    with pytest.raises(FileNotFoundError, match="mirror is down"):
+        mnist()
+    assert opener.urls == [first + NAMES[0]]  # the first file was fetched, then removed
+    assert not (isolated / "xdg").exists()
+
+
+def test_failure_keeps_folders_that_existed(isolated, monkeypatch):
+    cache = cache_of(isolated)
+    cache.mkdir(parents=True)
+    (cache / "notes.txt").write_text("mine")
+    monkeypatch.setattr(urllib.request, "urlopen", Opener(dict.fromkeys(mnist_files.MIRRORS, "down")))
+    with pytest.raises(FileNotFoundError):
+        mnist()
+    assert sorted(p.name for p in cache.iterdir()) == ["notes.txt"]

@@ -131,7 +131,7 @@ def test_a_failed_rename_leaves_no_temporary_file(tmp_path, monkeypatch):
     def refuse(source, target):
         raise OSError("disk went away")
 
-    monkeypatch.setattr(checkpoint_module.os, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)  # the shared trainers.atomic helper renames
     with pytest.raises(OSError, match="disk went away"):
         save_checkpoint(tmp_path / "model.npz", {"a": 1})
     monkeypatch.undo()
@@ -271,7 +271,9 @@ def test_saving_into_a_read_only_folder_names_the_path(tmp_path, monkeypatch):
     def refuse(name, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(name))
 
-    monkeypatch.setattr(checkpoint_module.os, "open", refuse)  # root may write anywhere: simulate
+    import trainers.atomic
+
+    monkeypatch.setattr(trainers.atomic.os, "open", refuse)  # root may write anywhere: simulate
     with pytest.raises(PermissionError, match=r"cannot save the checkpoint .*model.npz: no permission to write in"):
         save_checkpoint(tmp_path / "model.npz", {"a": 1})
     monkeypatch.undo()
