@@ -23,6 +23,13 @@ def user_frame(depth=1):
     return frame
 
 
+def user_frame_of(frame):
+    """``frame`` or the first frame outside it that is user code (None if none is)."""
+    while frame is not None and is_framework_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
 def user_site(depth=1):
     """``(filename, lineno)`` of the innermost user frame, or None."""
     frame = user_frame(depth + 1)
