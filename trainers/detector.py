@@ -78,6 +78,11 @@ class LeakDetector:
             baseline=baseline,
         )
 
+    @property
+    def unsettled_run(self) -> int:
+        """Consecutive iterations, up to now, that made graph nodes without a backward()."""
+        return self._unsettled_run
+
     def growth(self):
         """``(nodes, bytes, every, used_by_backward)``: growth per event, averaged over the events since
         the growth began, and the mean number of iterations between events."""

@@ -17,9 +17,13 @@
 
 The detector and the locator hold evidence only; every decision is made here.
 """
+import ast
 import collections
 import math
+import weakref
 from typing import Callable, Optional
+
+from needle import autograd
 
 from .adding_line import find_adding_line, name_held_in_frames
 from .detector import LeakDetector
@@ -37,10 +41,11 @@ from .evidence import (
 )
 from .locator import LeakLocator, fed_forward
 from .messages import graph_leak_message, no_grad_message
-from .sites import user_frame_of
+from .sites import is_framework_file, source_of
 from .warning_categories import GraphLeakWarning, NoGradWarning
 
 WATCHING, SUSPECTING, LOCATING, REPORTING = "watching", "suspecting", "locating", "reporting"
+SLOWEST_CADENCE = 8  # iterations between additions to a leak that the locator waits to see
 
 
 class LeakDiagnosis:
@@ -64,17 +69,18 @@ class LeakDiagnosis:
         self._forward_runs_to_skip = 0  # untrained-forward runs left unchecked (after dismissals)
         self._forward_dismissals = 0
         self._adding = None  # the line adding to a container, for the finding being located
+        self._awaiting_backward = None  # [finding, weak refs to kept losses, the losses held] until a backward()
 
     # ---- the state machine ----------------------------------------------------------------
     def observe(self, record, caller_frame) -> None:
         """Advance by one step: ``record`` is the step's counters, ``caller_frame`` the frame that stepped."""
         suspicion = self.detector.observe(record)
         if self.state == LOCATING:
-            self._locating(record, user_frame_of(caller_frame))
+            self._locating(record, _user_frames(caller_frame))
         elif suspicion is not None:
-            self._suspecting(suspicion, record, user_frame_of(caller_frame))
+            self._suspecting(suspicion, record)
 
-    def _suspecting(self, suspicion, record, loop_frame):
+    def _suspecting(self, suspicion, record):
         if suspicion.kind == UNTRAINED_FORWARD:
             if self._forward_runs_to_skip > 0:
                 self._forward_runs_to_skip -= 1
@@ -88,16 +94,22 @@ class LeakDiagnosis:
         else:
             # NOTE: growth can be garbage in reference cycles; the locator collects before it
             # looks, so such a suspicion ends as a false alarm, not as a report.
-            self._deadline = record.iteration + 1 + min(suspicion.every, 16) + 1
+            # NOTE: one growth can show as two steps of growth (the local that held the graph lets go
+            # one iteration later), so the measured cadence may be too short: look for at least as
+            # long as the slowest cadence the detector is meant to catch.
+            self._deadline = record.iteration + 2 + max(min(suspicion.every, 16), SLOWEST_CADENCE)
         self.state = LOCATING
-        self.locator.start(record.iteration + 1, loop_frame.f_code if loop_frame is not None else None)
+        self.locator.start(record.iteration + 1)
 
-    def _locating(self, record, loop_frame):
+    def _locating(self, record, frames):
         iteration = record.iteration
         if self.suspicion.kind == UNTRAINED_FORWARD:
-            finding = self._untrained_forward_finding(record)
+            if self._awaiting_backward is None:
+                finding = self._untrained_forward_finding(record, frames)
+            else:
+                finding = self._verdict_after_backward(record)
         else:
-            finding = self._growth_finding(iteration, loop_frame)
+            finding = self._growth_finding(iteration, frames)
         if finding is not None:
             self._reporting(finding, record)
         elif iteration >= self._deadline:
@@ -112,7 +124,7 @@ class LeakDiagnosis:
         self.last_finding = finding
         if finding.kind == MISSING_NO_GRAD:
             self._forward_dismissals = 0
-            message = no_grad_message(finding.nodes_made, finding.bytes_made, 2, finding.site)
+            message = no_grad_message(finding.nodes_made, finding.bytes_made, self.detector.unsettled_run, finding.site)
             self._back_to_watching()
             self.emit(message, NoGradWarning, finding.key, finding.site)
             return
@@ -139,6 +151,7 @@ class LeakDiagnosis:
 
     def _back_to_watching(self):
         self.state = WATCHING
+        self._awaiting_backward = None
         self.suspicion = None
 
     def close(self):
@@ -147,7 +160,7 @@ class LeakDiagnosis:
         self._back_to_watching()
 
     # ---- reading the evidence -------------------------------------------------------------
-    def _untrained_forward_finding(self, record):
+    def _untrained_forward_finding(self, record, frames):
         """An evaluation without no_grad, or None (a training step, a summed micro-batch, no weights)."""
         if record.backward_calls > 0:
             return None
@@ -158,15 +171,40 @@ class LeakDiagnosis:
         chained = [r for r in records if r.reads_earlier_graph]
         if chained and not any(r.reads_weight for r in chained):
             return None  # summed onto an earlier graph: a backward() will come (gradient accumulation)
-        sites = collections.Counter(r.loop_site for r in readers if r.loop_site is not None)
+        sites = collections.Counter(_loop_site(r, frames) for r in readers)
+        sites.pop(None, None)
         site = min(sites, key=lambda s: (-sites[s], s[1])) if sites else None
         finding = Finding(MISSING_NO_GRAD, site, iteration=record.iteration)
         finding.nodes_made = len(records)
         finding.bytes_made = sum(r.nbytes for r in records)
-        finding.kept_alive = any(r.ref() is not None for r in records)
+        kept = [node for node in (r.ref() for r in records) if node is not None]
+        finding.kept_alive = bool(kept)
+        losses = [node for node in kept if node.requires_grad and _is_scalar(node)]
+        if losses:
+            # NOTE: one-element results kept without backward() may be micro-batch losses gathered
+            # for one later backward() (gradient accumulation). If they are gone an iteration later
+            # they were dropped (an evaluation); if they stay, the verdict waits for the backward()
+            # that uses them, or for 16 iterations without one.
+            self._awaiting_backward = [finding, [weakref.ref(node) for node in losses], None]
+            self._deadline = record.iteration + 16
+            return None
         return finding
 
-    def _growth_finding(self, iteration, loop_frame):
+    def _verdict_after_backward(self, record):
+        waiting = self._awaiting_backward
+        finding, weak, held = waiting
+        if held is None:
+            held = waiting[2] = [node for node in (ref() for ref in weak) if node is not None]
+            if not held:
+                return finding  # dropped again: an evaluation without no_grad
+        if record.backward_calls > 0:
+            if all(autograd.is_spent(node) for node in held):
+                self._deadline = record.iteration  # the backward() used them: gradient accumulation
+                return None
+            return finding
+        return finding if record.iteration >= self._deadline else None
+
+    def _growth_finding(self, iteration, frames):
         locator = self.locator
         alive = locator.alive()
         retained = locator.retained(alive, iteration)
@@ -175,9 +213,9 @@ class LeakDiagnosis:
         self._adding = None
         newest = max(r.iteration for _, r in retained)
         kept = tuple(node for node, r in alive if r.iteration == newest)
-        crossings = locator.crossings(alive)
+        crossings = locator.crossings(alive, iteration)
         if crossings:
-            return self._carried_finding(crossings, alive, iteration, loop_frame, kept, newest)
+            return self._carried_finding(crossings, alive, frames, kept, newest)
         used = {id(x) for node, _ in alive for x in node.inputs}
         roots = [node for node, r in retained if r.iteration == newest and id(node) not in used]
         container, held = locator.containers_holding(roots, own=[alive, retained, roots])
@@ -185,9 +223,9 @@ class LeakDiagnosis:
         record_of = {id(node): r for node, r in retained}
         if container is not None:
             created = record_of[id(held)].site
-            adding = find_adding_line(container, loop_frame)
+            adding = find_adding_line(container, frames[0] if frames else None)
             self._adding = adding
-            name = adding.container_expression if adding else name_held_in_frames(container, loop_frame)
+            name = adding.container_expression if adding else name_held_in_frames(container, frames[0] if frames else None)
             return Finding(
                 CONTAINER,
                 adding.site if adding else None,
@@ -200,19 +238,27 @@ class LeakDiagnosis:
         site = record_of[id(roots[0])].site if roots else retained[0][1].site
         return Finding(HELD, site, created_site=site, scalar=scalar, retained_nodes=kept, iteration=newest)
 
-    def _carried_finding(self, crossings, alive, iteration, loop_frame, kept, newest):
-        by_site = collections.Counter(earlier.site for _, _, _, earlier in crossings if earlier.site is not None)
+    def _carried_finding(self, crossings, alive, frames, kept, newest):
+        def site_of(consumer_record, earlier):
+            return earlier.site if earlier is not None else consumer_record.site
+
+        by_site = collections.Counter(site_of(r, earlier) for _, r, _, earlier in crossings)
+        by_site.pop(None, None)
         if not by_site:
             return None
         site = min(by_site, key=lambda s: (-by_site[s], s[1]))
-        chosen = next(earlier for _, _, _, earlier in crossings if earlier.site == site)
+        chosen = next(
+            earlier if earlier is not None else r for _, r, _, earlier in crossings if site_of(r, earlier) == site
+        )
         state = any(fed_forward(consumer) for consumer, _, _, _ in crossings)
-        carried_sites = {earlier.site for _, _, _, earlier in crossings}
+        carried_sites = {site_of(r, earlier) for _, r, _, earlier in crossings}
         latest = max(r.iteration for _, r in alive)
         current = [node for node, r in alive if r.iteration == latest and r.site in carried_sites]
-        holders, is_tuple = _holders(current, loop_frame) if state else ((), False)
-        if state and holders and chosen.loop_site is not None:
-            site = chosen.loop_site
+        holders, is_tuple, frame = (
+            _holders(current, frames, lambda f: chosen.site_in(f.f_code)) if state else ((), False, None)
+        )
+        if holders and chosen.site_in(frame.f_code) is not None:
+            site = chosen.site_in(frame.f_code)
         return Finding(
             CARRIED_STATE if state else ACCUMULATION,
             site,
@@ -224,21 +270,61 @@ class LeakDiagnosis:
         )
 
 
-def _holders(current, loop_frame):
-    """The loop's local names bound to the carried state, and whether it is a tuple of tensors."""
-    if loop_frame is None or not current:
-        return (), False
+def _user_frames(frame, depth=12):
+    """The user frames from ``frame`` outward (the loop that steps the monitor, and its callers)."""
+    frames = []
+    while frame is not None and len(frames) < depth:
+        if not is_framework_file(frame.f_code.co_filename):
+            frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
+def _loop_site(record, frames):
+    """The node's line in the innermost stepping frame that was on the stack when it was made."""
+    for frame in frames:
+        site = record.site_in(frame.f_code)
+        if site is not None:
+            return site
+    return record.site
+
+
+def _assigned_names(site):
+    """The plain names a line's assignment binds (``h`` in ``h = cell(x, h)``, ``h, c`` in ``h, c = ...``)."""
+    if site is None:
+        return set()
+    try:
+        statement = ast.parse(source_of(site).strip()).body[0]
+    except (SyntaxError, IndexError):
+        return set()
+    targets = statement.targets if isinstance(statement, ast.Assign) else []
+    names = set()
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+    return names
+
+
+def _holders(current, frames, record_site_in=None):
+    """The local names bound to the carried state in the innermost frame that holds it, whether it is a
+    tuple of tensors, and that frame."""
     ids = {id(node) for node in current}
-    names, is_tuple = [], False
-    for name, value in list(loop_frame.f_locals.items()):
-        if id(value) in ids:
-            names.append(name)
-        elif isinstance(value, (tuple, list)) and any(id(item) in ids for item in value):
-            names.append(name)
-            is_tuple = True
-    if is_tuple and len(names) > 1:
-        names = [n for n in names if isinstance(loop_frame.f_locals[n], (tuple, list))][:1]
-    return tuple(names), is_tuple
+    for frame in frames:
+        names, tuples = [], []
+        for name, value in list(frame.f_locals.items()):
+            if id(value) in ids:
+                names.append(name)
+            elif isinstance(value, (tuple, list)) and any(id(item) in ids for item in value):
+                tuples.append(name)
+        assigned = _assigned_names(record_site_in(frame)) if record_site_in else set()
+        if tuples:
+            chosen = [n for n in tuples if n in assigned] or tuples
+            return (chosen[0],), True, frame
+        if names:
+            chosen = [n for n in names if n in assigned] or names[:1]
+            return tuple(chosen), False, frame
+    return (), False, None
 
 
 def _is_scalar(node):

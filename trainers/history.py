@@ -31,7 +31,7 @@ class StepHistory:
         >>> for i in range(100):
         ...     history.append(StepRecord(i, 0, i % 7, 0, 0, 0, 1, {"cpu": 8 * i}, 0, 0, 0, 0.0))
         >>> len(history), history[-1].iteration, len(history.recent), len(history.long_run)
-        (100, 99, 4, 4)
+        (100, 99, 4, 2)
         >>> history.peak_live_nodes, history.peak_live_bytes
         (6, 792)
     """

@@ -28,19 +28,30 @@ _CONTAINER_TYPES = (list, dict, set, collections.deque)
 
 
 class NodeRecord:
-    """One recorded node: a weak reference, the iteration it was made in, its two sites, and what
-    it read when it was made (it may be gone by the iteration's end)."""
+    """One recorded node: a weak reference, the iteration it was made in, the user frames that
+    made it, and what it read when it was made (it may be gone by the iteration's end)."""
 
-    __slots__ = ("ref", "iteration", "site", "loop_site", "reads_weight", "reads_earlier_graph", "nbytes")
+    __slots__ = ("ref", "iteration", "stack", "reads_weight", "reads_earlier_graph", "nbytes")
 
-    def __init__(self, ref, iteration, site, loop_site, reads_weight, reads_earlier_graph, nbytes):
+    def __init__(self, ref, iteration, stack, reads_weight, reads_earlier_graph, nbytes):
         self.ref = ref
         self.iteration = iteration  # None for nodes a backward() made (gradient graphs)
-        self.site = site
-        self.loop_site = loop_site
+        self.stack = stack  # ((code, filename, lineno), ...) of user frames, innermost first
         self.reads_weight = reads_weight
         self.reads_earlier_graph = reads_earlier_graph  # reads a graph node made before recording began
         self.nbytes = nbytes
+
+    @property
+    def site(self):
+        """``(filename, lineno)`` of the innermost user line that made the node (None if none)."""
+        return self.stack[0][1:] if self.stack else None
+
+    def site_in(self, code):
+        """The line of the frame running ``code`` when the node was made, or None."""
+        for frame_code, filename, lineno in self.stack:
+            if frame_code is code:
+                return filename, lineno
+        return None
 
 
 class LeakLocator:
@@ -50,15 +61,13 @@ class LeakLocator:
         self.active = False
         self.iteration = 0
         self.started_at = 0
-        self.loop_code = None
         self._nodes = []
         self._recorded_ids = set()
 
     # ---- recording ------------------------------------------------------------------------
-    def start(self, iteration, loop_code):
-        """Record every node made from now on as made in ``iteration``; ``loop_code`` is the loop's code object."""
+    def start(self, iteration):
+        """Record every node made from now on, as made in ``iteration`` (until ``advance``)."""
         self.iteration = self.started_at = iteration
-        self.loop_code = loop_code
         self._nodes = []
         self._recorded_ids = set()
         if not self.active:
@@ -74,7 +83,6 @@ class LeakLocator:
         self.active = False
         self._nodes = []
         self._recorded_ids = set()
-        self.loop_code = None
 
     def _record(self, node):
         frame = sys._getframe(2)
@@ -83,15 +91,12 @@ class LeakLocator:
             if frame.f_code is _BACKWARD_CODE:
                 in_backward = True
             frame = frame.f_back
-        site = loop_site = None
-        if frame is not None:
-            site = (frame.f_code.co_filename, frame.f_lineno)
-            loop_site = site
-            outer = frame
-            while outer is not None and outer.f_code is not self.loop_code:
-                outer = outer.f_back
-            if outer is not None:
-                loop_site = (outer.f_code.co_filename, outer.f_lineno)
+        stack = []
+        while frame is not None and len(stack) < _STACK_DEPTH:
+            code = frame.f_code
+            if not is_framework_file(code.co_filename):
+                stack.append((code, code.co_filename, frame.f_lineno))
+            frame = frame.f_back
         # NOTE: a node that backward() made (a gradient graph) is noted with iteration None: it
         # reaches back into every graph backward() went through, but no user line made it.
         recorded = self._recorded_ids
@@ -101,8 +106,7 @@ class LeakLocator:
             NodeRecord(
                 weakref.ref(node),
                 None if in_backward else self.iteration,
-                site,
-                loop_site,
+                tuple(stack),
                 reads_weight(node),
                 earlier,
                 autograd.owned_bytes(node),
@@ -133,10 +137,10 @@ class LeakLocator:
         """Of ``alive``, those made before ``iteration``: they outlived a whole later iteration."""
         return [(node, record) for node, record in alive if record.iteration < iteration]
 
-    @staticmethod
-    def crossings(alive):
+    def crossings(self, alive, iteration):
         """``(consumer, consumer record, carried node, carried record)`` where a node reads a node
-        recorded in an earlier iteration."""
+        recorded in an earlier iteration, or a retained node reads a graph node made before
+        recording began (its record is then None)."""
         record_by_id = {id(node): record for node, record in alive}
         found = []
         for node, record in alive:
@@ -144,6 +148,8 @@ class LeakLocator:
                 earlier = record_by_id.get(id(x))
                 if earlier is not None and earlier.iteration < record.iteration:
                     found.append((node, record, x, earlier))
+                elif earlier is None and x.op is not None and record.reads_earlier_graph and record.iteration < iteration:
+                    found.append((node, record, x, None))
         return found
 
     @staticmethod
@@ -186,4 +192,5 @@ def _is_namespace(mapping):
     return False
 
 
+_STACK_DEPTH = 12
 _BACKWARD_CODE = autograd.compute_gradient_of_variables.__code__

@@ -65,7 +65,7 @@ def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
 def no_grad_message(nodes_per_iteration, bytes_per_iteration, iterations, site):
     where = f"\n  The model is called at {describe_site(site)}" if site else ""
     return (
-        f"no_grad missing: the last {iterations} iterations ran a forward through trainable weights with grad "
+        f"no_grad missing: {iterations} iterations in a row ran a forward through trainable weights with grad "
         f"mode on and no backward(): each built {nodes_per_iteration:.0f} graph nodes "
         f"({megabytes(bytes_per_iteration)}) that no backward() will use.{where}\n"
         "  Fix: wrap the evaluation loop in `with needle.no_grad():` (and call model.eval()); no graph is "

@@ -21,7 +21,8 @@ class StepLog:
         >>> log = StepLog(path)
         >>> log.write(StepRecord(0, 1, 1, 0, 1, 0, 0, {"cpu": 4}, 0, 0, 0, 0.5))
         >>> log.close()
-        >>> open(path).read().count("\\n")
+        >>> with open(path) as handle:
+        ...     len(handle.readlines())
         1
     """
 
