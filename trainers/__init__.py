@@ -7,6 +7,7 @@ from .warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarni
 from .records import StepRecord
 from .monitor import MemoryMonitor
 from .callbacks import Callback
+from .clipping import GradientClipping
 from .progress import ProgressBar
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .trainer import History, NonFiniteLossError, Trainer
