@@ -35,6 +35,8 @@ class LeakDetector:
         self._event_count = 0
         self._unsettled_run = 0
         self._run_start_nodes = 0
+        self._run_start_bytes = 0
+        self._last_settled_bytes = 0
 
     def observe(self, record) -> Optional[Suspicion]:
         """Read one step's record; return a Suspicion, or None."""
@@ -43,16 +45,21 @@ class LeakDetector:
             self._unsettled_run += 1
             if self._unsettled_run == 1:
                 self._run_start_nodes = live - record.nodes_created + record.nodes_freed
+                self._run_start_bytes = self._last_settled_bytes
                 return Suspicion(UNTRAINED_FORWARD, record.iteration)
             if self._unsettled_run >= self.unused_steps and live > self._run_start_nodes:
                 grown = live - self._run_start_nodes
                 self._unsettled_run = 0
                 return Suspicion(
-                    UNUSED_GROWTH, record.iteration, nodes=grown / self.unused_steps, nbytes=0,
+                    UNUSED_GROWTH,
+                    record.iteration,
+                    nodes=grown / self.unused_steps,
+                    nbytes=(record.live_bytes - self._run_start_bytes) / self.unused_steps,
                     baseline=self._run_start_nodes,
                 )
             return None
         self._unsettled_run = 0
+        self._last_settled_bytes = record.live_bytes
         settled = self._settled
         baseline = max(settled) if settled else live
         grew = live > baseline

@@ -125,8 +125,16 @@ class MemoryMonitor(Callback):
 
     @property
     def last_finding(self):
-        """The latest reported ``Finding``: its kind, site and the nodes one iteration retained."""
+        """The latest ``Finding``: its kind, site and the graph nodes one iteration retained.
+
+        It keeps those nodes (and what they reach) alive so that they can be shown; call
+        ``clear_finding()`` to let them go.
+        """
         return self.diagnosis.last_finding
+
+    def clear_finding(self) -> None:
+        """Drop ``last_finding`` and the graph nodes it keeps alive."""
+        self.diagnosis.last_finding = None
 
     # ---- as a Trainer callback -------------------------------------------------------------
     def on_train_batch_end(self, trainer, record):
