@@ -2,14 +2,72 @@
 
 A run of a million steps must not make the memory-leak detector itself leak, so nothing here
 grows with the number of steps: the last ``recent`` records are kept whole, older ones survive
-only as a long-run series thinned to at most ``long_run_points`` (every ``stride``-th step,
-the stride doubling whenever the series fills), and peaks are running maxima. The full
+only as a long-run series of numbers in an array allocated once (``long_run_points`` rows,
+every ``stride``-th step, the stride doubling whenever it fills), and peaks are running maxima. The full
 per-step record goes only to a file the user names (``trainers.step_log.StepLog``).
 """
 import collections
 from typing import Iterator, List, Optional
 
-from .records import StepRecord
+import numpy as np
+
+from .records import CSV_DEVICES, FIELDS, StepRecord
+
+_NUMBER_FIELDS = tuple(name for name in FIELDS if name != "bytes_by_device")
+_COLUMNS = _NUMBER_FIELDS + tuple(f"bytes_{device}" for device in CSV_DEVICES) + ("bytes_other",)
+_INTEGER_FIELDS = frozenset(_NUMBER_FIELDS) - {"wall_time"}
+
+
+class LongRunSeries:
+    """Every ``stride``-th step's numbers in one array allocated up front: its memory never grows.
+
+    When the array fills, every other sample is dropped and the stride doubles, so the series
+    always spans the whole run evenly with between half and all of ``points`` samples.
+    """
+
+    def __init__(self, points: int):
+        self._rows = np.zeros((points, len(_COLUMNS)), dtype=np.float64)
+        self.count = 0
+        self.stride = 1
+
+    def offer(self, record: StepRecord) -> None:
+        if record.iteration % self.stride:
+            return
+        row = self._rows[self.count]
+        for column, name in enumerate(_NUMBER_FIELDS):
+            row[column] = getattr(record, name)
+        devices = record.bytes_by_device
+        base = len(_NUMBER_FIELDS)
+        for offset, device in enumerate(CSV_DEVICES):
+            row[base + offset] = devices.get(device, 0)
+        row[-1] = sum(n for device, n in devices.items() if device not in CSV_DEVICES)
+        self.count += 1
+        if self.count == len(self._rows):
+            self.stride *= 2
+            kept = self._rows[: self.count][self._rows[: self.count, 0] % self.stride == 0]
+            self.count = len(kept)
+            self._rows[: self.count] = kept
+
+    def __len__(self) -> int:
+        return self.count
+
+    def iterations(self):
+        return self._rows[: self.count, 0].astype(np.int64)
+
+    def records(self, before: Optional[int] = None) -> List[StepRecord]:
+        """The samples as StepRecords (those before iteration ``before``, if given)."""
+        rows = self._rows[: self.count]
+        if before is not None:
+            rows = rows[rows[:, 0] < before]
+        base = len(_NUMBER_FIELDS)
+        result = []
+        for row in rows.tolist():
+            values = {name: (int(v) if name in _INTEGER_FIELDS else v) for name, v in zip(_NUMBER_FIELDS, row)}
+            devices = {device: int(row[base + i]) for i, device in enumerate(CSV_DEVICES) if row[base + i] or device == "cpu"}
+            if row[-1]:
+                devices["other"] = int(row[-1])
+            result.append(StepRecord(bytes_by_device=devices, **values))
+        return result
 
 
 class StepHistory:
@@ -32,8 +90,8 @@ class StepHistory:
         ...     history.append(StepRecord(i, 0, i % 7, 0, 0, 0, 1, {"cpu": 8 * i}, 0, 0, 0, 0.0))
         >>> len(history), history[-1].iteration, len(history.recent), len(history.long_run)
         (100, 99, 4, 2)
-        >>> history.peak_live_nodes, history.peak_live_bytes
-        (6, 792)
+        >>> history.peak_live_nodes, history.peak_live_bytes, history.long_run.stride
+        (6, 792, 64)
     """
 
     def __init__(self, recent: int = 1024, long_run_points: int = 2048):
@@ -42,9 +100,7 @@ class StepHistory:
         if isinstance(long_run_points, bool) or not isinstance(long_run_points, int) or long_run_points < 2:
             raise ValueError(f"long_run_points must be an int >= 2; got long_run_points={long_run_points!r}")
         self.recent = collections.deque(maxlen=recent)
-        self.long_run: List[StepRecord] = []
-        self.long_run_points = long_run_points
-        self.stride = 1  # the long-run series holds every stride-th iteration
+        self.long_run = LongRunSeries(long_run_points)
         self.first: Optional[StepRecord] = None
         self.count = 0
         self.peak_live_nodes = 0
@@ -64,11 +120,7 @@ class StepHistory:
             self.peak_live_bytes = live_bytes
         if record.host_rss > self.peak_host_rss:
             self.peak_host_rss = record.host_rss
-        if record.iteration % self.stride == 0:
-            self.long_run.append(record)
-            if len(self.long_run) >= self.long_run_points:
-                self.stride *= 2
-                self.long_run = [r for r in self.long_run if r.iteration % self.stride == 0]
+        self.long_run.offer(record)
 
     def __len__(self) -> int:
         return self.count
@@ -92,7 +144,7 @@ class StepHistory:
     def records(self) -> List[StepRecord]:
         """Every record held, oldest first: long-run samples older than the window, then the window."""
         oldest = self.count - len(self.recent)
-        return [r for r in self.long_run if r.iteration < oldest] + list(self.recent)
+        return self.long_run.records(before=oldest) + list(self.recent)
 
     def __iter__(self) -> Iterator[StepRecord]:
         return iter(self.records())

@@ -26,8 +26,8 @@ def test_in_memory_history_stays_at_its_bound_after_many_steps():
     assert len(history.recent) == 64 and 16 <= len(history.long_run) < 32
     assert held_after_5000 <= 64 + 32 and len(history.records()) <= 64 + 32
     # the long run still spans the whole run, evenly
-    iterations = [r.iteration for r in history.long_run]
-    assert iterations[0] == 0 and iterations[-1] >= 20000 - 2 * history.stride
+    iterations = history.long_run.iterations().tolist()
+    assert iterations[0] == 0 and iterations[-1] >= 20000 - 2 * history.long_run.stride
     assert len({b - a for a, b in zip(iterations, iterations[1:])}) == 1
     assert history[-1].iteration == 19999 and history[19936].iteration == 19936
     with pytest.raises(IndexError, match="older than the recent window"):
