@@ -234,3 +234,35 @@ def test_memory_monitor_is_a_callback_like_any_other():
     by_hand = MemoryMonitor()
     toy_trainer([by_hand]).fit(toy_loader(), epochs=1)
     assert len(by_hand.history) == 3
+
+
+class RunningMean(nn.Module):
+    """A layer that tracks its input's mean, mistakenly keeping the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean = None
+
+    def forward(self, x):
+        batch_mean = x.sum((0,)) / x.shape[0]
+        self.mean = batch_mean if self.mean is None else 0.9 * self.mean + 0.1 * batch_mean  # site: trainer_leak
+        return x
+
+
+def test_the_monitor_callback_finds_a_leak_inside_a_trainers_model():
+    import warnings
+
+    from trainers import GraphLeakWarning, MemoryMonitor
+
+    np.random.seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), RunningMean())
+    trainer = Trainer(model, optim.SGD(model.parameters(), lr=0.1), monitor=MemoryMonitor(), progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(toy_loader(samples=80), epochs=1)
+    leaks = [w for w in caught if w.category is GraphLeakWarning]
+    assert len(leaks) == 1
+    with open(__file__) as handle:
+        line = next(n for n, text in enumerate(handle, 1) if text.rstrip().endswith("# site: trainer_leak"))
+    assert (leaks[0].filename, leaks[0].lineno) == (__file__, line)
+    assert "Fix: keep the result detached: `self.mean = (batch_mean if self.mean is None else" in str(leaks[0].message)

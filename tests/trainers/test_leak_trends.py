@@ -2,6 +2,8 @@
 whether or not a backward() ever went through the kept graph."""
 import pytest
 
+import needle as ndl
+
 import patterns
 from patterns import START, site
 from recording import first_warning
@@ -56,3 +58,26 @@ def test_graphs_no_backward_traverses_in_a_loop_that_trains():
     assert "that no backward() has used" in message
     assert "The container `kept` holds" in message
     assert "Fix: store a detached value, e.g. `kept.append(model(x).detach())` or `kept.append(model(x).numpy())`" in message
+
+
+def lecture_leak(monitor, iterations):
+    x = ndl.Tensor([2.0], requires_grad=True)
+    sum_loss = 0
+    for _ in range(iterations):
+        sum_loss = sum_loss + x * x  # site: lecture_leak
+        monitor.step()
+
+
+def test_the_lectures_loop_without_backward_warns_once_it_outgrows_64_micro_batches():
+    iteration, warning = first_warning(lecture_leak, 100)
+    assert warning.category is GraphLeakWarning
+    assert 64 < iteration <= 85
+    assert warning.lineno == lecture_line()
+    message = str(warning.message)
+    assert "that no backward() has used" in message
+    assert "Fix: accumulate a detached value: `sum_loss = sum_loss + (x * x).detach()`" in message
+
+
+def lecture_line():
+    with open(__file__) as handle:
+        return next(n for n, text in enumerate(handle, 1) if text.rstrip().endswith("# site: lecture_leak"))
