@@ -16,6 +16,7 @@ from .records import CSV_DEVICES, FIELDS, StepRecord
 _NUMBER_FIELDS = tuple(name for name in FIELDS if name != "bytes_by_device")
 _COLUMNS = _NUMBER_FIELDS + tuple(f"bytes_{device}" for device in CSV_DEVICES) + ("bytes_other",)
 _INTEGER_FIELDS = frozenset(_NUMBER_FIELDS) - {"wall_time"}
+assert _COLUMNS[-3:] == ("bytes_cpu", "bytes_cuda", "bytes_other") and _NUMBER_FIELDS[-1] == "wall_time"
 
 
 class LongRunSeries:
@@ -33,14 +34,24 @@ class LongRunSeries:
     def offer(self, record: StepRecord) -> None:
         if record.iteration % self.stride:
             return
-        row = self._rows[self.count]
-        for column, name in enumerate(_NUMBER_FIELDS):
-            row[column] = getattr(record, name)
         devices = record.bytes_by_device
-        base = len(_NUMBER_FIELDS)
-        for offset, device in enumerate(CSV_DEVICES):
-            row[base + offset] = devices.get(device, 0)
-        row[-1] = sum(n for device, n in devices.items() if device not in CSV_DEVICES)
+        other = sum(n for device, n in devices.items() if device not in CSV_DEVICES) if len(devices) > 1 else 0
+        self._rows[self.count] = (
+            record.iteration,
+            record.live_tensors,
+            record.live_nodes,
+            record.live_spent_nodes,
+            record.nodes_created,
+            record.nodes_freed,
+            record.backward_calls,
+            record.host_rss,
+            record.device_memory_in_use,
+            record.device_memory_peak,
+            record.wall_time,
+            devices.get("cpu", 0),
+            devices.get("cuda", 0),
+            other,
+        )
         self.count += 1
         if self.count == len(self._rows):
             self.stride *= 2
