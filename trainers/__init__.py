@@ -6,6 +6,7 @@ runs the usual loop with the monitor, a progress bar, callbacks and checkpoints.
 """
 from .warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarning
 from .records import StepRecord
+from .evidence import Finding, Suspicion
 from .monitor import MemoryMonitor
 from .callbacks import Callback
 from .clipping import GradientClipping

@@ -46,7 +46,8 @@ class LeakDetector:
             if self._unsettled_run == 1:
                 self._run_start_nodes = live - record.nodes_created + record.nodes_freed
                 self._run_start_bytes = self._last_settled_bytes
-                return Suspicion(UNTRAINED_FORWARD, record.iteration)
+                signature = (record.nodes_created, record.nodes_created - record.nodes_freed)
+                return Suspicion(UNTRAINED_FORWARD, record.iteration, signature=signature)
             if self._unsettled_run >= self.unused_steps and live > self._run_start_nodes:
                 grown = live - self._run_start_nodes
                 self._unsettled_run = 0

@@ -68,6 +68,7 @@ class LeakDiagnosis:
         self._reports = 0
         self._forward_runs_to_skip = 0  # untrained-forward runs left unchecked (after dismissals)
         self._forward_dismissals = 0
+        self._dismissed_signature = None  # how the last dismissed run's first iteration looked
         self._adding = None  # the line adding to a container, for the finding being located
         self._awaiting_backward = None  # [finding, weak refs to kept losses, the losses held] until a backward()
 
@@ -82,7 +83,7 @@ class LeakDiagnosis:
 
     def _suspecting(self, suspicion, record):
         if suspicion.kind == UNTRAINED_FORWARD:
-            if self._forward_runs_to_skip > 0:
+            if self._forward_runs_to_skip > 0 and suspicion.signature == self._dismissed_signature:
                 self._forward_runs_to_skip -= 1
                 return
         elif record.iteration < self._quiet_until:
@@ -141,7 +142,11 @@ class LeakDiagnosis:
     def _false_alarm(self, iteration):
         self.locator.stop()
         if self.suspicion.kind == UNTRAINED_FORWARD:
+            if self.suspicion.signature != self._dismissed_signature:
+                self._dismissed_signature, self._forward_dismissals = self.suspicion.signature, 0
             self._forward_dismissals += 1
+            # NOTE: only runs that start like the dismissed one (as many nodes made and kept) are
+            # skipped, so that a validation burst in a loop that sums micro-batches is still checked.
             self._forward_runs_to_skip = min(2 ** self._forward_dismissals - 1, 15)
         else:
             self._false_alarms += 1
@@ -187,6 +192,7 @@ class LeakDiagnosis:
             # that uses them, or for 16 iterations without one.
             self._awaiting_backward = [finding, [weakref.ref(node) for node in losses], None]
             self._deadline = record.iteration + 16
+            self.locator.stop()  # the verdict needs only these losses
             return None
         return finding
 

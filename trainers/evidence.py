@@ -29,10 +29,11 @@ class Suspicion:
     backward() already went through.
     """
 
-    __slots__ = ("kind", "iteration", "nodes", "nbytes", "every", "used_by_backward", "baseline")
+    __slots__ = ("kind", "iteration", "nodes", "nbytes", "every", "used_by_backward", "baseline", "signature")
 
-    def __init__(self, kind, iteration, nodes=0, nbytes=0, every=1, used_by_backward=False, baseline=0):
+    def __init__(self, kind, iteration, nodes=0, nbytes=0, every=1, used_by_backward=False, baseline=0, signature=None):
         self.kind = kind
+        self.signature = signature  # for untrained_forward: (nodes made, nodes made - nodes freed) that iteration
         self.baseline = baseline  # live graph nodes the growth is measured against
         self.iteration = iteration
         self.nodes = nodes

@@ -430,3 +430,24 @@ HEALTHY = {
     "truncated_bptt_tensor": (lambda m, n: recurrent_run(m, n, "tensor", detach=True), 120),
     "truncated_bptt_tuple": (lambda m, n: recurrent_run(m, n, "tuple", detach=True), 120),
 }
+
+
+def summed_micro_batches_with_eval_bursts(monitor, iterations, micro=4, burst=3, cycle=20):
+    """Micro-batch losses summed for one backward(), and every ``cycle`` steps a short validation
+    without no_grad: the summing stays silent, the validation does not."""
+    model, opt, loss_fn = classifier()
+    val_batches = list(data(burst, seed=5))
+    total, done = None, 0
+    for i, (x, y) in enumerate(data(iterations)):
+        loss = loss_fn(model(x), y)
+        total = loss if total is None else total + loss
+        if (i + 1) % micro == 0:
+            opt.reset_grad()
+            total.backward()
+            opt.step()
+            total = None
+        monitor.step()
+        if (i + 1) % cycle == 0:
+            for xv, yv in val_batches:
+                float(loss_fn(model(xv), yv).numpy())  # site: mixed_eval
+                monitor.step()

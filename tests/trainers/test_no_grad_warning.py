@@ -50,3 +50,10 @@ def test_no_parameters_or_summed_for_one_backward_is_silent(name):
     loop, iterations = patterns.HEALTHY[name]
     _, arrivals = run_recorded(loop, iterations, warn="always")
     assert arrivals == []
+
+
+def test_an_evaluation_burst_in_a_loop_that_sums_micro_batches_is_still_caught():
+    _, arrivals = run_recorded(patterns.summed_micro_batches_with_eval_bursts, 100, warn="always")
+    assert arrivals and all(w.category is NoGradWarning and w.lineno == site("mixed_eval") for _, w in arrivals)
+    first_burst_ends = 20 + 3  # iterations 20, 21 and 22 are the first validation
+    assert arrivals[0][0] < first_burst_ends
