@@ -113,9 +113,6 @@ class LeakLocator:
             )
         )
 
-    def iterations_recorded(self, iteration):
-        return iteration - self.started_at + 1
-
     # ---- questions ------------------------------------------------------------------------
     def alive(self, collect=True):
         """``(node, record)`` for every recorded forward node still alive (after a collection)."""
