@@ -9,6 +9,7 @@ attributes and constant or name subscripts are evaluated, so no user function is
 """
 import ast
 import inspect
+import sys
 import textwrap
 
 from .sites import is_framework_file
@@ -164,3 +165,70 @@ def _already_detached(node):
     if isinstance(node, (ast.List, ast.Tuple)):
         return all(_already_detached(item) for item in node.elts)
     return isinstance(node, ast.Constant)
+
+
+class AddingLineWatcher:
+    """Catches, as it runs, the user line that adds to a container (for lines in functions that
+    were not on the stack when the container was found, such as a logger's ``log`` method).
+
+    While watching, Python's line tracing runs in user frames only, and after every traced event
+    the container's length is compared with the last one seen: the user line that ran last made it
+    grow. Nothing is watched while a debugger or coverage tool holds the trace function.
+    """
+
+    def __init__(self):
+        self.container = None
+        self.caught = None  # an AddingLine, once caught
+        self._last_line = None  # (frame, lineno) of the latest traced user line
+        self._length = 0
+        self._frames = []
+
+    @property
+    def active(self):
+        return self.container is not None
+
+    def start(self, container, frame) -> bool:
+        """Watch ``container`` from now on; False (and nothing watched) if tracing is taken."""
+        if sys.gettrace() is not None:
+            return False
+        self.container, self.caught, self._length = container, None, len(container)
+        self._frames = []
+        while frame is not None:
+            if not is_framework_file(frame.f_code.co_filename):
+                frame.f_trace = self._local
+                self._frames.append(frame)
+            frame = frame.f_back
+        sys.settrace(self._global)
+        return True
+
+    def stop(self) -> None:
+        if self.container is None:
+            return
+        sys.settrace(None)
+        for frame in self._frames:
+            frame.f_trace = None
+        self._frames, self.container, self._last_line = [], None, None
+
+    def _global(self, frame, event, arg):
+        if event == "call" and not is_framework_file(frame.f_code.co_filename):
+            return self._local
+        return None
+
+    def _local(self, frame, event, arg):
+        container = self.container
+        if container is None or self.caught is not None:
+            return None
+        if len(container) > self._length and self._last_line is not None:
+            self._catch(*self._last_line)
+            return None
+        self._length = len(container)
+        if event == "line":
+            self._last_line = (frame, frame.f_lineno)
+        return self._local
+
+    def _catch(self, frame, lineno):
+        for line in _candidates(frame):
+            if line.lineno == lineno:
+                self.caught = line.adding_line()
+                return
+        self.caught = AddingLine((frame.f_code.co_filename, lineno), None, None, [])

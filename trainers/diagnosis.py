@@ -25,7 +25,7 @@ from typing import Callable, Optional
 
 from needle import autograd
 
-from .adding_line import find_adding_line, name_held_in_frames
+from .adding_line import AddingLineWatcher, find_adding_line, name_held_in_frames
 from .detector import LeakDetector
 from .evidence import (
     ACCUMULATION,
@@ -70,13 +70,18 @@ class LeakDiagnosis:
         self._forward_dismissals = 0
         self._dismissed_signature = None  # how the last dismissed run's first iteration looked
         self._adding = None  # the line adding to a container, for the finding being located
+        self._watcher = AddingLineWatcher()  # catches that line as it runs, when it was not found
+        self._pending = None  # a container finding waiting for its adding line (reporting)
+        self._container = None  # the container of the finding being located or reported
         self._awaiting_backward = None  # [finding, weak refs to kept losses, the losses held] until a backward()
 
     # ---- the state machine ----------------------------------------------------------------
     def observe(self, record, caller_frame) -> None:
         """Advance by one step: ``record`` is the step's counters, ``caller_frame`` the frame that stepped."""
         suspicion = self.detector.observe(record)
-        if self.state == LOCATING:
+        if self.state == REPORTING:
+            self._awaiting_adding_line(record)
+        elif self.state == LOCATING:
             self._locating(record, _user_frames(caller_frame))
         elif suspicion is not None:
             self._suspecting(suspicion, record)
@@ -111,12 +116,32 @@ class LeakDiagnosis:
                 finding = self._verdict_after_backward(record)
         else:
             finding = self._growth_finding(iteration, frames)
+        if finding is not None and finding.kind == CONTAINER and self._adding is None:
+            self.locator.stop()
+            if self._watcher.start(self._container, caller_frame_of(frames)):
+                self.state, self._pending = REPORTING, finding
+                self._deadline = iteration + 1 + min(max(round(self.detector.growth()[2]), 1), 16)
+                return
         if finding is not None:
             self._reporting(finding, record)
         elif iteration >= self._deadline:
             self._false_alarm(iteration)
         else:
             self.locator.advance(iteration + 1)
+
+    def _awaiting_adding_line(self, record):
+        """Reporting a container finding: wait (an iteration or a cadence) for the line that adds to it."""
+        caught = self._watcher.caught
+        if caught is None and record.iteration < self._deadline:
+            return
+        self._watcher.stop()
+        finding, self._pending, self._container = self._pending, None, None
+        if caught is not None:
+            finding.site = caught.site
+            if caught.container_expression is not None:
+                finding.container_name = caught.container_expression
+                self._adding = caught
+        self._reporting(finding, record)
 
     def _reporting(self, finding, record):
         self.state = REPORTING
@@ -162,6 +187,8 @@ class LeakDiagnosis:
     def close(self):
         """Stop any search in progress (restores needle's unobserved fast path)."""
         self.locator.stop()
+        self._watcher.stop()
+        self._pending = self._container = None
         self._back_to_watching()
 
     # ---- reading the evidence -------------------------------------------------------------
@@ -230,7 +257,7 @@ class LeakDiagnosis:
         if container is not None:
             created = record_of[id(held)].site
             adding = find_adding_line(container, frames[0] if frames else None)
-            self._adding = adding
+            self._adding, self._container = adding, container
             name = adding.container_expression if adding else name_held_in_frames(container, frames[0] if frames else None)
             return Finding(
                 CONTAINER,
@@ -284,6 +311,10 @@ def _user_frames(frame, depth=12):
             frames.append(frame)
         frame = frame.f_back
     return frames
+
+
+def caller_frame_of(frames):
+    return frames[0] if frames else None
 
 
 def _loop_site(record, frames):

@@ -68,3 +68,16 @@ def test_finding_keeps_one_iterations_retained_nodes():
 def test_a_healthy_run_keeps_no_finding():
     monitor, arrivals = run_recorded(patterns.bounded_deque, 100)
     assert arrivals == [] and monitor.last_finding is None
+
+
+def test_the_adding_line_inside_a_helper_method_is_caught_as_it_runs():
+    iteration, warning = first_warning(patterns.logged_through_a_helper, 40)
+    assert warning.category is GraphLeakWarning
+    assert START <= iteration <= START + 9
+    assert warning.lineno == site("logger_append")
+    message = str(warning.message)
+    assert "The container `self.values` holds" in message
+    assert "Fix: store a detached value, e.g. `self.values.append(value.detach())`" in message
+    import sys
+
+    assert sys.gettrace() is None  # the line tracing used to catch it is gone
