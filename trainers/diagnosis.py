@@ -13,7 +13,8 @@
   (``trainers.locator``) until the evidence answers: a finding, or nothing by the deadline (a
   false alarm: back to watching, checking less often for a while).
 - **reporting**: the finding's warning is written and issued; the finding is kept as
-  ``last_finding`` with the nodes of one iteration's retained graph.
+  ``last_finding`` with the nodes of one iteration's retained graph. A container whose adding
+  line was not on the stack waits here (about one cadence) while that line is caught as it runs.
 
 The detector and the locator hold evidence only; every decision is made here.
 """
@@ -31,7 +32,6 @@ from .evidence import (
     ACCUMULATION,
     CARRIED_STATE,
     CONTAINER,
-    GROWTH,
     HELD,
     MISSING_NO_GRAD,
     UNTRAINED_FORWARD,

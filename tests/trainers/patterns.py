@@ -437,7 +437,7 @@ def summed_micro_batches_with_eval_bursts(monitor, iterations, micro=4, burst=3,
     without no_grad: the summing stays silent, the validation does not."""
     model, opt, loss_fn = classifier()
     val_batches = list(data(burst, seed=5))
-    total, done = None, 0
+    total = None
     for i, (x, y) in enumerate(data(iterations)):
         loss = loss_fn(model(x), y)
         total = loss if total is None else total + loss

@@ -44,7 +44,7 @@ def test_recurrent_state_carried_across_batches(state, fix):
     assert (warning.filename, warning.lineno) == (patterns.__file__, site("recurrent"))  # h = cell(x, h)
     message = str(warning.message)
     assert "feeds back into its forward pass" in message
-    assert f"Fix: detach the state once per batch, before it is fed to the next forward" in message
+    assert "Fix: detach the state once per batch, before it is fed to the next forward" in message
     assert fix in message
 
 
