@@ -292,6 +292,10 @@ class LeakDiagnosis:
         )
         if holders and chosen.site_in(frame.f_code) is not None:
             site = chosen.site_in(frame.f_code)
+        elif state:
+            # NOTE: a state kept on an object (``self.h = self.cell(x, self.h)``) is named by the
+            # innermost line that assigns it, not by the cell's ``return`` line.
+            site = next((entry[1:] for entry in chosen.stack if _assigned_targets(entry[1:])), site)
         return Finding(
             CARRIED_STATE if state else ACCUMULATION,
             site,
@@ -324,6 +328,15 @@ def _loop_site(record, frames):
         if site is not None:
             return site
     return record.site
+
+
+def _assigned_targets(site):
+    """The source of a line's assignment targets (``["self.h"]``), or [] for other statements."""
+    try:
+        statement = ast.parse(source_of(site).strip()).body[0]
+    except (SyntaxError, IndexError):
+        return []
+    return [ast.unparse(t) for t in statement.targets] if isinstance(statement, ast.Assign) else []
 
 
 def _assigned_names(site):

@@ -474,3 +474,28 @@ def logged_through_a_helper(monitor, iterations, start=START):
         if i >= start:
             logger.log(loss)
         monitor.step()
+
+
+class StatefulModel(nn.Module):
+    """A model that keeps its recurrent state on itself, never detached."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = TanhCell()
+        self.head = nn.Linear(HIDDEN, CLASSES)
+        self.hidden = ndl.Tensor(np.zeros((BATCH, HIDDEN), dtype="float32"), requires_grad=False)
+
+    def forward(self, x):
+        self.hidden = self.cell(x, self.hidden)  # site: stateful
+        return self.head(self.hidden)
+
+
+def state_kept_on_the_model(monitor, iterations):
+    np.random.seed(0)
+    model = StatefulModel()
+    opt, loss_fn = optim.SGD(model.parameters(), lr=0.01), nn.SoftmaxLoss()
+    for x, y in data(iterations):
+        opt.reset_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+        monitor.step()

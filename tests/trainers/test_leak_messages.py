@@ -81,3 +81,11 @@ def test_the_adding_line_inside_a_helper_method_is_caught_as_it_runs():
     import sys
 
     assert sys.gettrace() is None  # the line tracing used to catch it is gone
+
+
+def test_a_state_kept_on_the_model_is_named_by_the_line_that_assigns_it():
+    iteration, warning = first_warning(patterns.state_kept_on_the_model, 30)
+    assert warning.category is GraphLeakWarning
+    assert iteration <= 9
+    assert warning.lineno == site("stateful")
+    assert "`self.hidden = self.hidden.detach()`" in str(warning.message)
