@@ -239,6 +239,8 @@ class LeakDiagnosis:
 
     def _growth_finding(self, iteration, frames):
         locator = self.locator
+        if not locator.any_retained(iteration):
+            return None  # nothing outlived its iteration: no collection needed to know
         alive = locator.alive()
         retained = locator.retained(alive, iteration)
         if not retained:

@@ -114,6 +114,10 @@ class LeakLocator:
         )
 
     # ---- questions ------------------------------------------------------------------------
+    def any_retained(self, iteration):
+        """Whether a node recorded before ``iteration`` is still alive (cheap: no collection)."""
+        return any(r.iteration is not None and r.iteration < iteration and r.ref() is not None for r in self._nodes)
+
     def alive(self, collect=True):
         """``(node, record)`` for every recorded forward node still alive (after a collection)."""
         if collect:
