@@ -74,7 +74,8 @@ def main():
     print(f"  unmonitored  {plain:.3f} s/epoch")
     print(f"  monitored    {watched:.3f} s/epoch  ({(watched - plain) / steps * 1e6:+.1f} us/step)")
     print(f"  overhead     {100 * (watched / plain - 1):+.2f}%  (ratio of medians {watched / plain:.4f})")
-    print(f"  monitor warnings given: {monitor.summary().splitlines()[-1].strip()}")
+    issued = ", ".join(f"{line.strip()}" for line in monitor.summary().splitlines() if "warnings:" in line)
+    print(f"  monitor warnings given: {issued}; leak diagnosis state at the end: {monitor.diagnosis.state}")
     alone = min(timeit.repeat(monitor.step, number=2000, repeat=5)) / 2000
     print(f"  one monitor.step() alone: {alone * 1e6:.1f} us = {100 * alone * steps / plain:.2f}% of an unmonitored epoch")
 

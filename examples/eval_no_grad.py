@@ -87,8 +87,7 @@ def show_warning(message, category, filename, lineno, file=None, line=None):
 
 def main():
     started = time.perf_counter()
-    warnings.simplefilter("always")
-    warnings.showwarning = show_warning
+    warnings.showwarning = show_warning  # where warnings are printed; the user's filters stay as they are
     files = needle.data.mnist(root=REPO_DATA)
     model = trained_model(files)
     test = needle.data.MNISTDataset(str(files.test_images), str(files.test_labels))

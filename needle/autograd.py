@@ -92,6 +92,21 @@ def owned_bytes(value):
     return _owned_bytes(value.cached_data) if value.cached_data is not None else 0
 
 
+def is_spent(value):
+    """Whether a backward() has gone through ``value`` (a graph node): for leak diagnostics.
+
+    Example:
+        >>> import needle as ndl
+        >>> w = ndl.Tensor([1.0], requires_grad=True)
+        >>> y = w * w
+        >>> before = ndl.autograd.is_spent(y)
+        >>> y.backward()
+        >>> before, ndl.autograd.is_spent(y)
+        (False, True)
+    """
+    return value._spent
+
+
 def _device_name(data):
     if data.__class__ is NDArray:
         return data.device.name
@@ -446,6 +461,7 @@ __all__ = [
     "remove_node_observer",
     "compute_gradient_of_variables",
     "find_topo_sort",
+    "is_spent",
     "owned_bytes",
     "snapshot",
     "sum_node_list",

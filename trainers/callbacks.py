@@ -4,6 +4,9 @@ During ``Trainer.fit`` the hooks fire in this order::
 
     on_fit_start
       on_train_epoch_start            (once per epoch)
+        on_train_batch_start          (once per training batch, before its forward)
+          on_after_backward           (the gradients are in .grad)
+          on_before_optimizer_step    (last chance to read or change them: clipping goes here)
         on_train_batch_end            (once per training batch, after the optimizer step)
       on_validation_end               (only with a val_loader)
       on_train_epoch_end
@@ -37,6 +40,21 @@ class Callback:
     def on_train_epoch_start(self, trainer, epoch):
         """Called before the first batch of ``epoch`` (epochs count from 1 over the trainer's life)."""
 
+    def on_train_batch_start(self, trainer, batch, batch_index):
+        """Called before each training batch's forward pass.
+
+        Args:
+            trainer: the Trainer.
+            batch: the ``(X, y)`` pair the loader gave (before moving to the trainer's device).
+            batch_index: the batch's position in this epoch, from 0.
+        """
+
+    def on_after_backward(self, trainer):
+        """Called after ``loss.backward()``, before the optimizer step: every parameter's ``.grad`` is set."""
+
+    def on_before_optimizer_step(self, trainer, optimizer):
+        """Called just before ``optimizer.step()`` (after ``on_after_backward``): clip or inspect gradients here."""
+
     def on_train_batch_end(self, trainer, record):
         """Called after each training batch's optimizer step.
 
@@ -69,6 +87,9 @@ class Callback:
 HOOKS = (
     "on_fit_start",
     "on_train_epoch_start",
+    "on_train_batch_start",
+    "on_after_backward",
+    "on_before_optimizer_step",
     "on_train_batch_end",
     "on_validation_end",
     "on_train_epoch_end",

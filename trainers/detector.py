@@ -1,77 +1,107 @@
-"""Decides from the per-iteration counters alone when to suspect a leak: O(1) work per step.
+"""Suspicions from the per-iteration counters alone: O(1) work per step, trends not streaks.
 
-- ``"retained"``: live spent nodes (graph nodes a backward() already used) grew at every one of
-  the last few steps. A training loop frees each iteration's graph, so they stay flat.
-- ``"pending"``: live graph nodes grew at every step for a long run with no backward() at all
-  (a graph accumulated and never used). Summing up to 32 micro-batch losses before one backward
-  looks like this for a while, so this waits longer.
-- ``"no_grad"``: iterations keep making graph nodes, never call backward(), and free them again
-  (an evaluation loop without ``no_grad``).
+A *settled* step is one whose iteration called backward(), or made no graph node at all: what
+is alive at its end is what the loop keeps. In a healthy loop the live graph nodes at settled
+steps stay within a band; a leak makes them reach new highs again and again, at whatever
+cadence it adds to the kept graph. So:
+
+- ``growth``: a settled step's live graph nodes exceed every settled step of the recent window,
+  for the second time within that window (growth every iteration, or every k-th, k <= 16).
+- ``unused_growth``: live graph nodes grew over ``unused_steps`` consecutive iterations without
+  any backward() (a graph built and kept, never used). Summing up to 64 micro-batch losses
+  before one backward looks like this for a while, so this waits longer.
+- ``untrained_forward``: an iteration made graph nodes and called no backward(): maybe an
+  evaluation without ``no_grad``, maybe a micro-batch summed for a later backward. The locator
+  tells which.
 """
 import collections
+from typing import Optional
+
+from .evidence import GROWTH, UNTRAINED_FORWARD, UNUSED_GROWTH, Suspicion
 
 
 class LeakDetector:
-    """Watches the counters of each step and names a suspicion, or None."""
+    """Keeps a window of settled counts and the latest growth events; names a suspicion or None.
 
-    def __init__(self, growth_steps=3, pending_steps=40, no_grad_steps=3):
-        self.growth_steps = growth_steps
-        self.pending_steps = pending_steps
-        self.no_grad_steps = no_grad_steps
-        self._spent_growth = 0
-        self._pending_growth = 0
-        self._no_grad_run = 0
-        self._previous = None
-        self._last_spent = self._last_live = 0  # the previous step's counts (lowered by a collection)
-        self.quiet_until = -1  # no suspicion before this iteration (backoff after a check)
-        self.spent_history = collections.deque(maxlen=16)
-        self.bytes_history = collections.deque(maxlen=16)
-        self.live_history = collections.deque(maxlen=16)
+    Evidence only: it never decides what to do about a suspicion (``trainers.diagnosis`` does).
+    """
 
-    def observe(self, record):
-        previous = self._previous
-        self._previous = record
-        self.spent_history.append(record.live_spent_nodes)
-        self.bytes_history.append(record.live_bytes)
-        self.live_history.append(record.live_nodes)
-        last_spent, last_live = self._last_spent, self._last_live
-        self._last_spent, self._last_live = record.live_spent_nodes, record.live_nodes
-        if previous is None:
+    def __init__(self, window: int = 16, unused_steps: int = 80):
+        self.window = window
+        self.unused_steps = unused_steps
+        self._settled = collections.deque(maxlen=window)  # live graph nodes at recent settled steps
+        self._events = collections.deque(maxlen=2)  # (iteration, live nodes, live bytes, spent nodes)
+        self._first_event = None  # the first growth event since the last forget()
+        self._event_count = 0
+        self._unsettled_run = 0
+        self._run_start_nodes = 0
+        self._run_start_bytes = 0
+        self._last_settled_bytes = 0
+
+    def observe(self, record) -> Optional[Suspicion]:
+        """Read one step's record; return a Suspicion, or None."""
+        live = record.live_nodes
+        if record.backward_calls == 0 and record.nodes_created > 0:
+            self._unsettled_run += 1
+            if self._unsettled_run == 1:
+                self._run_start_nodes = live - record.nodes_created + record.nodes_freed
+                self._run_start_bytes = self._last_settled_bytes
+                signature = (record.nodes_created, record.nodes_created - record.nodes_freed)
+                return Suspicion(UNTRAINED_FORWARD, record.iteration, signature=signature)
+            if self._unsettled_run >= self.unused_steps and live > self._run_start_nodes:
+                grown = live - self._run_start_nodes
+                self._unsettled_run = 0
+                return Suspicion(
+                    UNUSED_GROWTH,
+                    record.iteration,
+                    nodes=grown / self.unused_steps,
+                    nbytes=(record.live_bytes - self._run_start_bytes) / self.unused_steps,
+                    baseline=self._run_start_nodes,
+                )
             return None
-        grew = record.live_nodes > last_live
-        no_backward = record.backward_calls == 0
-        self._spent_growth = self._spent_growth + 1 if record.live_spent_nodes > last_spent else 0
-        self._pending_growth = self._pending_growth + 1 if grew and no_backward else 0
-        freed_again = record.nodes_created > 0 and no_backward and not grew
-        self._no_grad_run = self._no_grad_run + 1 if freed_again else 0
-        if record.iteration < self.quiet_until:
+        self._unsettled_run = 0
+        self._last_settled_bytes = record.live_bytes
+        settled = self._settled
+        baseline = max(settled) if settled else live
+        grew = live > baseline
+        settled.append(live)
+        if not grew:
             return None
-        if self._spent_growth >= self.growth_steps:
-            return "retained"
-        if self._pending_growth >= self.pending_steps:
-            return "pending"
-        if self._no_grad_run >= self.no_grad_steps:
-            return "no_grad"
-        return None
+        event = (record.iteration, live, record.live_bytes, record.live_spent_nodes)
+        previous = self._events[-1] if self._events else None
+        self._events.append(event)
+        if previous is None or event[0] - previous[0] > self.window:
+            self._first_event, self._event_count = event, 0
+        self._event_count += 1
+        if previous is None or event[0] - previous[0] > self.window:
+            return None
+        every = event[0] - previous[0]
+        return Suspicion(
+            GROWTH,
+            record.iteration,
+            nodes=event[1] - previous[1],
+            nbytes=event[2] - previous[2],
+            every=every,
+            used_by_backward=event[3] > previous[3],
+            baseline=baseline,
+        )
 
-    def growth_per_iteration(self, steps=None, all_nodes=False):
-        """Average growth of live spent nodes (all live nodes) and of live bytes per iteration."""
-        spent, nbytes = list(self.live_history if all_nodes else self.spent_history), list(self.bytes_history)
-        steps = min(steps or len(spent) - 1, len(spent) - 1)
-        if steps <= 0:
-            return 0, 0
-        return (spent[-1] - spent[-1 - steps]) / steps, (nbytes[-1] - nbytes[-1 - steps]) / steps
+    @property
+    def unsettled_run(self) -> int:
+        """Consecutive iterations, up to now, that made graph nodes without a backward()."""
+        return self._unsettled_run
 
-    def dismiss(self, suspicion, live_spent_nodes, live_nodes, recheck_next_step=False):
-        """The growth was garbage that a collection freed: count again from the collected counts.
+    def growth(self):
+        """``(nodes, bytes, every, used_by_backward)``: growth per event, averaged over the events since
+        the growth began, and the mean number of iterations between events."""
+        first, last = self._first_event, self._events[-1] if self._events else None
+        if first is None or last is None or last[0] == first[0]:
+            return 0, 0, 1, False
+        gaps = self._event_count - 1
+        return (last[1] - first[1]) / gaps, (last[2] - first[2]) / gaps, (last[0] - first[0]) / gaps, last[3] > first[3]
 
-        With ``recheck_next_step`` one more step of growth raises the suspicion again (used when
-        there was no earlier collected count to compare with).
-        """
-        self._last_spent, self._last_live = live_spent_nodes, live_nodes
-        self._spent_growth = self.growth_steps - 1 if recheck_next_step and suspicion == "retained" else 0
-        self._pending_growth = self.pending_steps - 1 if recheck_next_step and suspicion == "pending" else 0
-
-    def reset(self, quiet_until):
-        self._spent_growth = self._pending_growth = self._no_grad_run = 0
-        self.quiet_until = quiet_until
+    def forget(self) -> None:
+        """Start afresh (after a report or a false alarm): growth must recur twice again."""
+        self._events.clear()
+        self._first_event, self._event_count = None, 0
+        self._unsettled_run = 0

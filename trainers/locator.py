@@ -1,65 +1,78 @@
-"""Finds the user's line that keeps old graphs alive, once a leak is suspected.
+"""Evidence about graph nodes, gathered only once a leak is suspected.
 
-While active it records, for every new graph node, the iteration it was made in and the user's
-line that made it (through needle's node observers: nothing is recorded, and nothing costs, in a
-healthy loop). A node that survives a whole later iteration is retained. Then:
+While recording, every new graph node is noted with the iteration it was made in and two user
+lines: the innermost one (inside the user's own layer, say) and the line in the loop that calls
+``monitor.step()`` (the loop's own line, such as ``h = cell(x, h)``). Nothing is recorded, and
+nothing costs, in a healthy loop. The questions asked of the record are answered from what the
+nodes do, never from names:
 
-- a retained node whose input comes from an earlier iteration marks the line that carries the
-  graph forward (``total = total + loss``, an EMA, a recurrent state, running statistics);
-- otherwise a container (a list, a dict) holds the retained graphs: it is named, and the line
-  that adds to it is caught by watching the container's methods for one iteration.
+- which recorded nodes survive a later iteration (retained), after a garbage collection;
+- which of them feed a node of a later iteration (a value carried across iterations), and
+  whether that carried value goes back into the forward pass (a backward() went through its
+  consumer, or the consumer also reads a weight) or only piles up (an accumulation);
+- which container (list, dict, set, deque) holds the newest retained graphs;
+- whether the nodes of an iteration read trained weights (an evaluation forward).
 """
 import collections
 import gc
 import sys
+import types
 import weakref
 
 from needle import autograd
+from needle.nn import Parameter
 
-from .sites import is_framework_file, user_frame, user_site
+from .sites import is_framework_file
 
 _CONTAINER_TYPES = (list, dict, set, collections.deque)
-_ADDING_METHODS = {"append", "extend", "insert", "appendleft", "add", "update", "setdefault", "__setitem__"}
 
 
-class Finding:
-    """What the locator found: the kind of leak, the user's line, and the container if any."""
+class NodeRecord:
+    """One recorded node: a weak reference, the iteration it was made in, the user frames that
+    made it, and what it read when it was made (it may be gone by the iteration's end)."""
 
-    def __init__(self, kind, site, container_name=None, created_site=None, container=None):
-        self.kind = kind  # "carried", "container", or "retained" (held, holder not found)
-        self.site = site
-        self.container_name = container_name
-        self.created_site = created_site
-        self.container = container  # kept only until the adding line is caught
+    __slots__ = ("ref", "iteration", "stack", "reads_weight", "reads_earlier_graph", "nbytes")
+
+    def __init__(self, ref, iteration, stack, reads_weight, reads_earlier_graph, nbytes):
+        self.ref = ref
+        self.iteration = iteration  # None for nodes a backward() made (gradient graphs)
+        self.stack = stack  # ((code, filename, lineno), ...) of user frames, innermost first
+        self.reads_weight = reads_weight
+        self.reads_earlier_graph = reads_earlier_graph  # reads a graph node made before recording began
+        self.nbytes = nbytes
 
     @property
-    def key(self):
-        return (self.kind, self.site, self.container_name)
+    def site(self):
+        """``(filename, lineno)`` of the innermost user line that made the node (None if none)."""
+        return self.stack[0][1:] if self.stack else None
+
+    def site_in(self, code):
+        """The line of the frame running ``code`` when the node was made, or None."""
+        for frame_code, filename, lineno in self.stack:
+            if frame_code is code:
+                return filename, lineno
+        return None
 
 
 class LeakLocator:
-    """Records new graph nodes with their iteration and user line, and explains what is retained."""
+    """Records new graph nodes while active and answers questions about them."""
 
     def __init__(self):
         self.active = False
         self.iteration = 0
         self.started_at = 0
-        self._nodes = []  # (weak reference, iteration or None for gradient nodes, site)
-        self._container = None
-        self._container_adds = collections.Counter()
-        self._previous_profiler = None
+        self._nodes = []
+        self._recorded_ids = set()
 
     # ---- recording ------------------------------------------------------------------------
     def start(self, iteration):
-        self.active = True
+        """Record every node made from now on, as made in ``iteration`` (until ``advance``)."""
         self.iteration = self.started_at = iteration
         self._nodes = []
-        autograd.add_node_observer(self._record)
-
-    def _record(self, node):
-        # NOTE: a node that backward() made (a gradient graph) is recorded with iteration None.
-        made_in = None if _inside_backward() else self.iteration
-        self._nodes.append((weakref.ref(node), made_in, user_site(2)))
+        self._recorded_ids = set()
+        if not self.active:
+            autograd.add_node_observer(self._record)
+        self.active = True
 
     def advance(self, iteration):
         self.iteration = iteration
@@ -67,127 +80,118 @@ class LeakLocator:
     def stop(self):
         if self.active:
             autograd.remove_node_observer(self._record)
-        self._stop_watching_container()
         self.active = False
         self._nodes = []
+        self._recorded_ids = set()
 
-    def iterations_recorded(self, iteration):
-        return iteration - self.started_at
+    def _record(self, node):
+        frame = sys._getframe(2)
+        in_backward = False
+        while frame is not None and is_framework_file(frame.f_code.co_filename):
+            if frame.f_code is _BACKWARD_CODE:
+                in_backward = True
+            frame = frame.f_back
+        stack = []
+        while frame is not None and len(stack) < _STACK_DEPTH:
+            code = frame.f_code
+            if not is_framework_file(code.co_filename):
+                stack.append((code, code.co_filename, frame.f_lineno))
+            frame = frame.f_back
+        # NOTE: a node that backward() made (a gradient graph) is noted with iteration None: it
+        # reaches back into every graph backward() went through, but no user line made it.
+        recorded = self._recorded_ids
+        earlier = any(x.op is not None and id(x) not in recorded for x in node.inputs)
+        recorded.add(id(node))
+        self._nodes.append(
+            NodeRecord(
+                weakref.ref(node),
+                None if in_backward else self.iteration,
+                tuple(stack),
+                reads_weight(node),
+                earlier,
+                autograd.owned_bytes(node),
+            )
+        )
 
-    # ---- explaining -----------------------------------------------------------------------
-    def creation_sites(self, iteration=None):
-        """How many nodes each user line made (in one iteration, if given)."""
-        counts = collections.Counter()
-        for _, made_in, site in self._nodes:
-            if site is not None and (iteration is None or made_in == iteration):
-                counts[site] += 1
-        return counts
+    # ---- questions ------------------------------------------------------------------------
+    def any_retained(self, iteration):
+        """Whether a node recorded before ``iteration`` is still alive (cheap: no collection)."""
+        return any(r.iteration is not None and r.iteration < iteration and r.ref() is not None for r in self._nodes)
 
-    def live_made_in(self, iteration):
-        """How many nodes made in ``iteration`` are alive, and the bytes they own."""
-        count = total = 0
-        for ref, made_in, _ in self._nodes:
-            node = ref()
-            if node is not None and made_in == iteration:
-                count += 1
-                total += autograd.owned_bytes(node)
-        return count, total
+    def alive(self, collect=True):
+        """``(node, record)`` for every recorded forward node still alive (after a collection)."""
+        if collect:
+            gc.collect()  # graphs in reference cycles are garbage, not retained
+        pairs = []
+        for record in self._nodes:
+            node = record.ref()
+            if node is not None and record.iteration is not None:
+                pairs.append((node, record))
+        return pairs
 
-    def find(self, iteration):
-        """Explain the retained nodes at the end of ``iteration``; None if nothing is retained."""
-        gc.collect()  # graphs in reference cycles are garbage, not retained
-        alive = []
-        for ref, made_in, site in self._nodes:
-            node = ref()
-            if node is not None and made_in is not None:
-                # NOTE: gradient graphs (a node's .grad) reach back into every graph backward() went
-                # through; the lines that build them are not the user's, so only forward nodes count.
-                alive.append((node, made_in, site))
-        retained = [entry for entry in alive if entry[1] <= iteration - 2]
-        if not retained:
-            return None
-        made_in_by_id = {id(node): made_in for node, made_in, _ in alive}
-        carried = collections.Counter()
-        for node, made_in, site in alive:
+    def records_of(self, iteration):
+        """The records of every node made in ``iteration``, alive or not."""
+        return [record for record in self._nodes if record.iteration == iteration]
+
+    @staticmethod
+    def retained(alive, iteration):
+        """Of ``alive``, those made before ``iteration``: they outlived a whole later iteration."""
+        return [(node, record) for node, record in alive if record.iteration < iteration]
+
+    def crossings(self, alive, iteration):
+        """``(consumer, consumer record, carried node, carried record)`` where a node reads a node
+        recorded in an earlier iteration, or a retained node reads a graph node made before
+        recording began (its record is then None)."""
+        record_by_id = {id(node): record for node, record in alive}
+        found = []
+        for node, record in alive:
             for x in node.inputs:
-                if x.op is not None and made_in_by_id.get(id(x), -1) < made_in and site is not None:
-                    carried[site] += 1
-        if carried:
-            site = max(carried.items(), key=lambda item: (item[1], -item[0][1]))[0]
-            return Finding("carried", site)
-        return self._find_container(retained, made_in_by_id, alive)
+                earlier = record_by_id.get(id(x))
+                if earlier is not None and earlier.iteration < record.iteration:
+                    found.append((node, record, x, earlier))
+                elif earlier is None and x.op is not None and record.reads_earlier_graph and record.iteration < iteration:
+                    found.append((node, record, x, None))
+        return found
 
-    def _find_container(self, retained, made_in_by_id, alive):
-        used_as_input = {id(x) for node, _, _ in alive for x in node.inputs}
-        roots = [entry for entry in retained if id(entry[0]) not in used_as_input]
-        ours = (self._nodes, alive, retained, roots)
-        for node, _, site in roots:
+    @staticmethod
+    def containers_holding(nodes, own):
+        """The first container (list, dict, set, deque) that refers to one of ``nodes``, or None.
+
+        ``own`` lists the locator's and monitor's own lists, which are never the answer.
+        """
+        for node in nodes:
             for referrer in gc.get_referrers(node):
-                if isinstance(referrer, _CONTAINER_TYPES) and not any(referrer is own for own in ours):
+                if isinstance(referrer, _CONTAINER_TYPES) and not any(referrer is mine for mine in own):
                     if isinstance(referrer, dict) and _is_namespace(referrer):
                         continue
-                    name = _name_of(referrer)
-                    return Finding("container", None, container_name=name, created_site=site, container=referrer)
-        site = roots[0][2] if roots else retained[0][2]
-        return Finding("retained", site)
-
-    # ---- catching the line that adds to a container -----------------------------------------
-    def watch_container(self, container):
-        """Note which user line calls an adding method of ``container`` until the next step."""
-        self._container = container
-        self._container_adds = collections.Counter()
-        self._previous_profiler = sys.getprofile()
-        sys.setprofile(self._profile)
-
-    def _profile(self, frame, event, arg):
-        if event == "c_call" and getattr(arg, "__self__", None) is self._container:
-            if arg.__name__ in _ADDING_METHODS and not is_framework_file(frame.f_code.co_filename):
-                self._container_adds[(frame.f_code.co_filename, frame.f_lineno)] += 1
-
-    def container_site(self):
-        self._stop_watching_container()
-        if not self._container_adds:
-            return None
-        return self._container_adds.most_common(1)[0][0]
-
-    def _stop_watching_container(self):
-        if self._container is not None:
-            sys.setprofile(self._previous_profiler)
-            self._container = None
+                    return referrer, node
+        return None, None
 
 
-def _is_namespace(mapping):
-    """True for module globals and object ``__dict__``s (they hold one value per name, not a pile)."""
-    return "__name__" in mapping or any(getattr(o, "__dict__", None) is mapping for o in gc.get_referrers(mapping))
 
-
-def _name_of(container):
-    """The name the user's code knows ``container`` by: a local, a global, or ``obj.attribute``."""
-    frame = user_frame(2)
-    while frame is not None:
-        for namespace in (frame.f_locals, frame.f_globals):
-            for name, value in namespace.items():
-                if value is container:
-                    return name
-        frame = frame.f_back
-    for referrer in gc.get_referrers(container):
-        if isinstance(referrer, dict):
-            for owner in gc.get_referrers(referrer):
-                if getattr(owner, "__dict__", None) is referrer:
-                    for name, value in referrer.items():
-                        if value is container:
-                            return f"{type(owner).__name__}.{name}"
-    return f"a {type(container).__name__}"
-
-
-def _inside_backward():
-    """True when the node being made comes from a backward() pass (a gradient graph)."""
-    frame = sys._getframe(2)
-    while frame is not None and is_framework_file(frame.f_code.co_filename):
-        if frame.f_code is _BACKWARD_CODE:
+def reads_weight(node):
+    """Whether ``node`` takes a trained weight as an input: a Parameter, or a leaf that has a gradient."""
+    for x in node.inputs:
+        if x.op is None and x.requires_grad and (isinstance(x, Parameter) or x.grad is not None):
             return True
-        frame = frame.f_back
     return False
 
 
+def fed_forward(consumer):
+    """Whether a carried value's consumer belongs to the forward pass: a backward() went through
+    it, or it reads a weight (as ``h @ W_hh`` does)."""
+    return autograd.is_spent(consumer) or reads_weight(consumer)
+
+
+def _is_namespace(mapping):
+    """True for module globals, object ``__dict__``s and frames' locals (one value per name, not a pile)."""
+    if "__name__" in mapping:
+        return True
+    for owner in gc.get_referrers(mapping):
+        if isinstance(owner, types.FrameType) or getattr(owner, "__dict__", None) is mapping:
+            return True
+    return False
+
+
+_STACK_DEPTH = 12
 _BACKWARD_CODE = autograd.compute_gradient_of_variables.__code__

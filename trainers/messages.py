@@ -1,6 +1,12 @@
-"""The text of leak warnings: what happened, where, and the one-line change that cures it."""
-import re
+"""The text of the diagnostics: what happened, where, and the one-line change that cures it.
 
+Every fix is written from what the code does (an accumulation, an addition to a container, a
+state fed back into the next forward), rebuilt from the user's own line with ``ast``: never
+chosen from a variable's name.
+"""
+import ast
+
+from .evidence import ACCUMULATION, CARRIED_STATE, CONTAINER
 from .sites import describe_site, source_of
 
 
@@ -12,36 +18,42 @@ def megabytes(nbytes):
     return f"{nbytes:.0f} B"
 
 
-def _growth(nodes, nbytes):
-    return f"about {nodes:.0f} graph nodes ({megabytes(nbytes)})"
-
-
-def graph_leak_message(finding, nodes_per_iteration, bytes_per_iteration, iteration, live_nodes, unused=False):
-    """The GraphLeakWarning text; ``unused`` when no backward() ran (a graph built and kept)."""
-    after = "without any backward() using them" if unused else "after backward() has used them"
+def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
+    """The GraphLeakWarning text for ``finding``; ``growth`` is the detector's
+    ``(nodes, bytes, every, used_by_backward)``."""
+    nodes, nbytes, every, used_by_backward = growth
+    used = "after backward() has used them" if used_by_backward else "that no backward() has used"
+    amount = f"about {nodes:.0f} graph nodes ({megabytes(nbytes)})"
+    if every < 1.5:
+        rate = f"each iteration keeps {amount} more alive {used}"
+    else:
+        rate = f"every {every:.0f} iterations, {amount} more stay alive {used}"
     head = (
-        f"graph leak: each iteration keeps {_growth(nodes_per_iteration, bytes_per_iteration)} more "
-        f"alive {after} (iteration {iteration}, {live_nodes} graph nodes alive); "
+        f"graph leak: {rate} (iteration {iteration}, {live_nodes} graph nodes alive); "
         "memory will grow until the run dies."
     )
-    if finding.kind == "carried":
-        source = source_of(finding.site)
-        return (
-            f"{head}\n  {describe_site(finding.site)}\n"
-            "  This line combines a tensor from an earlier iteration with this iteration's graph, so every "
-            "past iteration's graph stays reachable through it.\n"
-            f"  Fix: {_carried_fix(source)}"
-        )
-    if finding.kind == "container":
-        where = describe_site(finding.site) if finding.site else "(the adding line was not caught)"
-        stored = _stored_expression(source_of(finding.site)) if finding.site else "loss"
-        as_number = f"float({stored}.numpy())" if "loss" in stored else f"{stored}.numpy()"
+    if finding.kind in (ACCUMULATION, CARRIED_STATE):
+        if finding.kind == CARRIED_STATE:
+            why = (
+                "This line computes a state that the next iteration feeds back into its forward pass; without "
+                "detach() every past batch's graph stays reachable through it."
+            )
+            fix = carried_state_fix(finding)
+        else:
+            why = (
+                "This line combines a tensor from an earlier iteration with this iteration's graph, so every "
+                "past iteration's graph stays reachable through it."
+            )
+            fix = accumulation_fix(source_of(finding.site), finding.scalar)
+        return f"{head}\n  {describe_site(finding.site)}\n  {why}\n  Fix: {fix}"
+    if finding.kind == CONTAINER:
+        where = describe_site(finding.site) if finding.site else "(the line that adds to it was not found)"
         made = f"\n  The tensors are made at {describe_site(finding.created_site)}" if finding.created_site else ""
+        name = finding.container_name
+        holder = f"The container `{name}`" if name else "A container"
         return (
-            f"{head}\n  {where}\n  The container `{finding.container_name}` holds a tensor with its whole graph "
-            f"from every iteration.{made}\n"
-            f"  Fix: store a detached value, e.g. `{finding.container_name}.append({stored}.detach())` or "
-            f"`{finding.container_name}.append({as_number})`."
+            f"{head}\n  {where}\n  {holder} holds a tensor with its whole graph from every iteration.{made}\n"
+            f"  Fix: {container_fix(adding, finding.scalar)}"
         )
     return (
         f"{head}\n  The retained graphs are made at {describe_site(finding.site)}\n"
@@ -50,50 +62,130 @@ def graph_leak_message(finding, nodes_per_iteration, bytes_per_iteration, iterat
     )
 
 
-def _stored_expression(source):
-    """The tensor a line such as ``losses.append(loss)`` stores (``loss`` when unclear)."""
-    match = re.search(r"\.(?:append|add|appendleft|insert)\((.+)\)\s*(?:#.*)?$", source)
-    value = match.group(1).strip() if match else ""
-    return value if value.isidentifier() else "loss"
-
-
-def _carried_fix(source):
-    source = source.split("#")[0].strip()
-    augmented = "+=" in source
-    target, _, value = source.partition("+=" if augmented else "=")
-    target, value = target.strip(), value.strip()
-    if not target or not value or not (augmented or target in value):
-        return (
-            "cut the link to earlier iterations: `.detach()` the tensor that crosses iterations, keep a Python "
-            "number (`float(t.numpy())`), or compute it under `with needle.no_grad():`."
-        )
-    if "hidden" in target or target.lower().startswith(("h", "state", "c")):
-        return (
-            f"detach the carried state once per iteration: `{target} = {target}.detach()` before it is "
-            "used again (truncated back-propagation through time)."
-        )
-    if not augmented and value.startswith(target + " + ") and value[len(target) + 3:].isidentifier():
-        augmented, value = True, value[len(target) + 3:]
-        return (
-            f"accumulate a detached value: `{target} = {target} + {value}.detach()` (or a Python number: "
-            f"`{target} = {target} + float({value}.numpy())`), or update it under `with needle.no_grad():`."
-        )
-    if augmented:
-        detached = f"{value}.detach()" if value.isidentifier() else f"({value}).detach()"
-        return (
-            f"accumulate a detached value: `{target} += {detached}` (or a Python number: "
-            f"`{target} += float({value}.numpy())`), or update it under `with needle.no_grad():`."
-        )
-    return (
-        f"keep the result detached: `{target} = ({value}).detach()` (or a Python number via "
-        "`float(loss.numpy())`), or update it under `with needle.no_grad():`."
-    )
-
-
 def no_grad_message(nodes_per_iteration, bytes_per_iteration, iterations, site):
-    where = f"\n  Nodes are made at {describe_site(site)}" if site else ""
+    where = f"\n  The model is called at {describe_site(site)}" if site else ""
     return (
-        f"no_grad missing: the last {iterations} iterations each built {nodes_per_iteration:.0f} graph nodes "
-        f"({megabytes(bytes_per_iteration)}) that no backward() used.{where}\n"
-        "  Fix: wrap evaluation in `with needle.no_grad():` (and call model.eval()); nothing is recorded there."
+        f"no_grad missing: {iterations} iterations in a row ran a forward through trainable weights with grad "
+        f"mode on and no backward(): each built {nodes_per_iteration:.0f} graph nodes "
+        f"({megabytes(bytes_per_iteration)}) that no backward() will use.{where}\n"
+        "  Fix: wrap the evaluation loop in `with needle.no_grad():` (and call model.eval()); no graph is "
+        "recorded there."
     )
+
+
+# ---- fixes rebuilt from the user's line -------------------------------------------------------------
+GENERIC_FIX = (
+    "cut the link to earlier iterations: `.detach()` the tensor that crosses iterations, keep a Python "
+    "number (`float(t.numpy())`), or compute it under `with needle.no_grad():`."
+)
+
+
+def _parse_statement(source):
+    text = source.strip()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:  # a statement over several lines: the fix falls back to general words
+        return None, None
+    if len(tree.body) != 1:
+        return None, None
+    return tree.body[0], (lambda node: ast.get_source_segment(text, node) or ast.unparse(node))
+
+
+def detached(node, text):
+    """``text`` (the source of ``node``) with ``.detach()`` applied to what it stores."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [detached(item, ast.unparse(item)) for item in node.elts]
+        inner = ", ".join(items) + ("," if isinstance(node, ast.Tuple) and len(items) == 1 else "")
+        return f"[{inner}]" if isinstance(node, ast.List) else f"({inner})"
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+        return f"{text}.detach()"
+    return f"({text}).detach()"
+
+
+def as_number(node, text, scalar):
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+        array = f"{text}.numpy()"
+    else:
+        array = f"({text}).numpy()"
+    return f"float({array})" if scalar else array
+
+
+def accumulation_fix(source, scalar=True):
+    statement, segment = _parse_statement(source)
+    no_grad = "or update it under `with needle.no_grad():`."
+    if isinstance(statement, ast.AugAssign):
+        target, value = segment(statement.target), segment(statement.value)
+        op = _operator(statement.op)
+        return (
+            f"accumulate a detached value: `{target} {op}= {detached(statement.value, value)}` (or a Python "
+            f"number: `{target} {op}= {as_number(statement.value, value, scalar)}`), {no_grad}"
+        )
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = segment(statement.targets[0])
+        value = statement.value
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) and segment(value.left) == target:
+            added = segment(value.right)
+            return (
+                f"accumulate a detached value: `{target} = {target} + {detached(value.right, added)}` (or a "
+                f"Python number: `{target} = {target} + {as_number(value.right, added, scalar)}`), {no_grad}"
+            )
+        return (
+            f"keep the result detached: `{target} = ({segment(value)}).detach()` (or a Python number via "
+            f"`float(t.numpy())`), {no_grad}"
+        )
+    return GENERIC_FIX
+
+
+def carried_state_fix(finding):
+    per_batch = "once per batch, before it is fed to the next forward (truncated back-propagation through time)"
+    holders = finding.holders
+    if len(holders) > 1:
+        names = ", ".join(holders)
+        return f"detach the state {per_batch}: `{names} = {', '.join(f'{h}.detach()' for h in holders)}`."
+    if holders:
+        name = holders[0]
+        line = f"{name} = tuple(s.detach() for s in {name})" if finding.state_is_tuple else f"{name} = {name}.detach()"
+        return f"detach the state {per_batch}: `{line}`."
+    statement, segment = _parse_statement(source_of(finding.site)) if finding.site else (None, None)
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and not isinstance(statement.targets[0], ast.Tuple):
+        target = segment(statement.targets[0])
+        return f"detach the state {per_batch}: `{target} = {target}.detach()`."
+    return f"detach the carried state {per_batch}, e.g. `h = h.detach()` (or `h = tuple(s.detach() for s in h)`)."
+
+
+def container_fix(adding, scalar):
+    if adding is None:
+        return (
+            "store detached values (`t.detach()`) or Python numbers (`float(t.numpy())`) in the container, "
+            "not tensors with their graph."
+        )
+    name, method, arguments = adding.container_expression, adding.method, adding.arguments
+    if method == "__setitem__":
+        node, text = arguments[0]
+        return (
+            f"store a detached value, e.g. `{name}[{adding.key}] = {detached(node, text)}` or "
+            f"`{name}[{adding.key}] = {as_number(node, text, scalar)}`."
+        )
+    if method == "+=":
+        node, text = arguments[0]
+        return f"store detached values, e.g. `{name} += {detached(node, text)}`."
+    if method in ("extend", "extendleft") and arguments:
+        node, text = arguments[0]
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return f"store detached values, e.g. `{name}.{method}({detached(node, text)})`."
+        return f"store detached values, e.g. `{name}.{method}(t.detach() for t in {text})`."
+    if method == "insert" and arguments:
+        node, text = arguments[0]
+        return f"store a detached value, e.g. `{name}.insert({adding.key}, {detached(node, text)})`."
+    if len(arguments) == 1:
+        node, text = arguments[0]
+        return (
+            f"store a detached value, e.g. `{name}.{method}({detached(node, text)})` or "
+            f"`{name}.{method}({as_number(node, text, scalar)})`."
+        )
+    return f"store detached values (`t.detach()`) or Python numbers in `{name}`, not tensors with their graph."
+
+
+def _operator(op):
+    symbols = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+    return symbols.get(type(op), "+")

@@ -2,31 +2,46 @@
 
 One ``step()`` per iteration reads needle's O(1) counters, the process's memory and, on CUDA,
 CuPy's pool. A healthy loop costs a few microseconds per step; only a suspected leak switches on
-the costlier search for the user's line (see ``trainers.locator``).
+the costlier search for the user's line (``trainers.diagnosis`` owns that search). What the
+monitor remembers is bounded (``trainers.history``); every step goes to a file only on request.
 """
-import gc
+import collections
+import sys
 import time
 import warnings
 
 from needle import autograd
 
-from .detector import LeakDetector
-from .locator import LeakLocator
+from .callbacks import Callback
+from .diagnosis import LeakDiagnosis
+from .history import StepHistory
 from .memory import DeviceMemory, HostMemory
-from .messages import graph_leak_message, no_grad_message
 from .records import StepRecord, write_csv, write_jsonl
+from .step_log import StepLog
 from .warning_categories import GraphLeakWarning, NoGradWarning
 
 WARN_MODES = ("once", "always", "error", "ignore")
 
 
-class MemoryMonitor:
+class MemoryMonitor(Callback):
     """Records graph nodes and memory once per iteration and warns on graph leaks.
 
+    In a hand-written loop call ``step()`` at the end of every iteration (or iterate
+    ``watch(loader)``); in a ``Trainer`` it is a callback like any other, stepping after every
+    training batch.
+
     Args:
-        warn: "once" (each distinct leak warns once), "always" (every time it is found again),
-            "error" (raise the warning as an exception) or "ignore" (record only).
+        warn: "once" (each distinct problem warns once), "always" (every time it is found again),
+            "error" (raise the warning as an exception) or "ignore" (record only, no diagnosis).
         device: the device whose memory pool to read (``needle.cuda()``); None reads no GPU.
+        recent: how many of the latest step records ``history`` keeps whole.
+        long_run_points: the most samples of the downsampled long-run series.
+        log_path: a ``.csv`` or ``.jsonl`` file to stream every step's record to, as the run goes.
+
+    Attributes:
+        history: a bounded ``StepHistory`` (``len`` counts every step).
+        last_finding: the latest reported ``Finding`` (with ``retained_nodes``), or None.
+        warnings_issued: how many warnings were issued, by category name.
 
     Example:
         >>> import needle as ndl
@@ -37,37 +52,32 @@ class MemoryMonitor:
         ...     loss = (w * w).sum()
         ...     loss.backward()
         ...     record = monitor.step()
-        >>> record.iteration, record.backward_calls
-        (2, 1)
+        >>> record.iteration, record.backward_calls, monitor.diagnosis.state
+        (2, 1, 'watching')
     """
 
-    def __init__(self, warn="once", device=None):
+    def __init__(self, warn="once", device=None, recent=1024, long_run_points=2048, log_path=None):
         if warn not in WARN_MODES:
             raise ValueError(f"warn must be one of {WARN_MODES}, got {warn!r}")
+        self.history = StepHistory(recent=recent, long_run_points=long_run_points)
+        self._log = StepLog(log_path) if log_path is not None else None
         self.warn = warn
-        self.history = []
+        self.warnings_issued = collections.Counter()
         self._host = HostMemory()
         self._device = DeviceMemory(device)
-        self._detector = LeakDetector()
-        self._locator = LeakLocator()
+        self.diagnosis = LeakDiagnosis(self._emit)
         self._reported = set()
-        self._pending_finding = None
-        self._suspicion = None
-        self._checks = 0
-        self._full_floor = None  # (spent, live) graph nodes after the last full collection
-        self._young_floor = None  # the same after the young-generation collection before it
         self._previous = autograd.snapshot()
         self._previous_time = time.perf_counter()
 
     # ---- recording ------------------------------------------------------------------------
-    def step(self):
+    def step(self) -> StepRecord:
         """Record the iteration that just ended; returns its :class:`StepRecord`."""
         now = time.perf_counter()
         counters = autograd.snapshot()
         previous = self._previous
-        device_in_use = self._device.in_use()
         record = StepRecord(
-            iteration=len(self.history),
+            iteration=self.history.count,
             live_tensors=counters.live_tensors,
             live_nodes=counters.live_nodes,
             live_spent_nodes=counters.live_spent_nodes,
@@ -76,15 +86,17 @@ class MemoryMonitor:
             backward_calls=counters.backward_calls - previous.backward_calls,
             bytes_by_device=counters.bytes_by_device,
             host_rss=self._host.rss(),
-            device_memory_in_use=device_in_use,
+            device_memory_in_use=self._device.in_use(),
             device_memory_peak=self._device.peak,
             wall_time=now - self._previous_time,
         )
         self.history.append(record)
+        if self._log is not None:
+            self._log.write(record)
         self._previous = counters
         self._previous_time = now
         if self.warn != "ignore":
-            self._diagnose(record)
+            self.diagnosis.observe(record, sys._getframe(1))
         return record
 
     def watch(self, iterable):
@@ -100,148 +112,81 @@ class MemoryMonitor:
         self.close()
         return False
 
-    def close(self):
-        """Stop any leak search in progress (restores needle's unobserved fast path)."""
-        self._locator.stop()
+    def close(self) -> None:
+        """Stop any leak search in progress (restores needle's unobserved fast path) and close
+        the step log (a later step reopens it for appending)."""
+        self.diagnosis.close()
+        if self._log is not None:
+            self._log.close()
 
     @property
     def latest(self):
         return self.history[-1] if self.history else None
 
-    # ---- diagnosis ------------------------------------------------------------------------
-    def _diagnose(self, record):
-        iteration = record.iteration
-        if self._pending_finding is not None:
-            finding = self._pending_finding
-            self._pending_finding = None
-            finding.site = self._locator.container_site()
-            finding.container = None
-            self._finish_check(iteration)
-            self._report_leak(finding, record)
-            return
-        if self._locator.active:
-            self._locator.advance(iteration + 1)
-            self._continue_check(record)
-            return
-        suspicion = self._detector.observe(record)
-        if suspicion in ("retained", "pending") and not self._outlasts_collection(suspicion):
-            return
-        if suspicion is not None:
-            self._suspicion = suspicion
-            self._locator.start(iteration + 1)
+    @property
+    def last_finding(self):
+        """The latest ``Finding``: its kind, site and the graph nodes one iteration retained.
 
-    def _outlasts_collection(self, suspicion):
-        """Whether the growth survives a garbage collection (and is worth locating).
-
-        Graphs caught in reference cycles (backward()'s default ``create_graph=True`` makes some:
-        a node's ``.grad`` graph leads back to the node) are freed only when Python's collector
-        runs, so a healthy loop's counts climb between collections. A young-generation collection
-        settles most suspicions; a full one (slow in a large process) runs only when counts still
-        exceed those of the last check. A full collection moves the graph alive at that moment into
-        the old generation, where it stays as garbage, so the young baseline is kept apart.
+        It keeps those nodes (and what they reach) alive so that they can be shown; call
+        ``clear_finding()`` to let them go.
         """
-        field = 0 if suspicion == "retained" else 1
-        gc.collect(1)
-        young = _graph_counts()
-        if self._young_floor is not None and young[field] <= self._young_floor[field]:
-            self._detector.dismiss(suspicion, *young)
-            return False
-        gc.collect()
-        collected = _graph_counts()
-        full_floor = self._full_floor
-        self._full_floor = collected
-        if full_floor is not None and collected[field] > full_floor[field]:
-            return True
-        # NOTE: the first full collection clears what earlier code left; only a later one gives a
-        # young baseline that holds no garbage but the graph a full collection itself promoted.
-        self._young_floor = young if full_floor is not None else None
-        self._detector.dismiss(suspicion, *collected, recheck_next_step=full_floor is None)
-        return False
+        return self.diagnosis.last_finding
 
-    def _continue_check(self, record):
-        iteration = record.iteration
-        if self._suspicion == "no_grad":
-            sites = self._locator.creation_sites(iteration)
-            site = sites.most_common(1)[0][0] if sites else None
-            live_nodes, wasted_bytes = self._locator.live_made_in(iteration)
-            self._finish_check(iteration)
-            # NOTE: only a graph still held at the iteration's end (logits, a loss) is reported:
-            # a node made and dropped at once, as in `total = (total + x * x).detach()`, is the
-            # recommended fix of a leak and must not draw a warning.
-            if live_nodes:
-                self._report_no_grad(record, site, wasted_bytes)
-            return
-        if self._locator.iterations_recorded(iteration) < 2:
-            return
-        finding = self._locator.find(iteration)
-        if finding is None:
-            self._finish_check(iteration)  # a false alarm: nothing survived; stay quiet a while
-            return
-        if finding.kind == "container":
-            self._pending_finding = finding
-            self._locator.watch_container(finding.container)
-            return
-        self._finish_check(iteration)
-        self._report_leak(finding, record)
+    def clear_finding(self) -> None:
+        """Drop ``last_finding`` and the graph nodes it keeps alive."""
+        self.diagnosis.last_finding = None
 
-    def _finish_check(self, iteration):
-        self._locator.stop()
-        self._checks += 1
-        self._detector.reset(quiet_until=iteration + 10 * 2 ** min(self._checks, 6))
+    # ---- as a Trainer callback -------------------------------------------------------------
+    def on_train_batch_end(self, trainer, record):
+        self.step()
 
-    def _report_leak(self, finding, record):
-        unused = self._suspicion == "pending"
-        nodes, nbytes = self._detector.growth_per_iteration(steps=4, all_nodes=True)
-        message = graph_leak_message(finding, nodes, nbytes, record.iteration, record.live_nodes, unused=unused)
-        self._emit(message, GraphLeakWarning, finding.key, finding.site or finding.created_site)
+    def on_fit_end(self, trainer):
+        self.close()
 
-    def _report_no_grad(self, record, site, wasted_bytes):
-        message = no_grad_message(record.nodes_created, wasted_bytes, self._detector.no_grad_steps + 1, site)
-        self._emit(message, NoGradWarning, ("no_grad", site), site)
+    def on_exception(self, trainer, error):
+        self.close()
 
+    # ---- warnings -------------------------------------------------------------------------
     def _emit(self, message, category, key, site):
         if self.warn == "once":
             if key in self._reported:
                 return
             self._reported.add(key)
+        self.warnings_issued[category.__name__] += 1
         if self.warn == "error":
             raise category(message)
         filename, lineno = site if site else ("<unknown>", 0)
         warnings.warn_explicit(message, category, filename, lineno)
 
     # ---- reports --------------------------------------------------------------------------
-    def summary(self):
-        """A few lines: iterations, peak graph nodes and memory, and warnings given."""
-        if not self.history:
+    def summary(self) -> str:
+        """A few lines: iterations, peak graph nodes and memory, and the warnings issued."""
+        history = self.history
+        if not history:
             return "MemoryMonitor: no iterations recorded"
-        peak_nodes = max(r.live_nodes for r in self.history)
-        peak_bytes = max(r.live_bytes for r in self.history)
-        peak_rss = max(r.host_rss for r in self.history)
-        first, last = self.history[0], self.history[-1]
+        first, last = history.first, history[-1]
         lines = [
-            f"MemoryMonitor: {len(self.history)} iterations",
-            f"  live graph nodes: first {first.live_nodes}, last {last.live_nodes}, peak {peak_nodes}",
-            f"  array memory: last {last.live_bytes / 1e6:.2f} MB, peak {peak_bytes / 1e6:.2f} MB",
-            f"  host RSS: peak {peak_rss / 1e6:.1f} MB",
-            f"  leak warnings: {len(self._reported)}",
+            f"MemoryMonitor: {len(history)} iterations",
+            f"  live graph nodes: first {first.live_nodes}, last {last.live_nodes}, peak {history.peak_live_nodes}",
+            f"  array memory: last {last.live_bytes / 1e6:.2f} MB, peak {history.peak_live_bytes / 1e6:.2f} MB",
+            f"  host RSS: peak {history.peak_host_rss / 1e6:.1f} MB",
+            f"  leak warnings: {self.warnings_issued[GraphLeakWarning.__name__]}",
+            f"  no_grad warnings: {self.warnings_issued[NoGradWarning.__name__]}",
         ]
         if self._device.enabled:
             lines.append(f"  GPU pool: peak {self._device.peak / 1e6:.1f} MB")
         return "\n".join(lines)
 
-    def to_csv(self, path):
-        write_csv(self.history, path)
+    def to_csv(self, path) -> None:
+        """Write the records held (the recent window and the long-run samples before it) as CSV."""
+        write_csv(self.history.records(), path)
 
-    def to_jsonl(self, path):
-        write_jsonl(self.history, path)
+    def to_jsonl(self, path) -> None:
+        """Write the records held as JSON lines (for every step, pass ``log_path`` instead)."""
+        write_jsonl(self.history.records(), path)
 
-    def plot(self, path):
+    def plot(self, path) -> None:
         """Draw live graph nodes and memory against iteration into a PNG (needs matplotlib)."""
         from .plot import plot_history
 
-        plot_history(self.history, path)
-
-
-def _graph_counts():
-    counters = autograd.snapshot()
-    return counters.live_spent_nodes, counters.live_nodes
+        plot_history(self.history.records(), path)

@@ -18,6 +18,9 @@ FIELDS = (
     "device_memory_peak",
     "wall_time",
 )
+# NOTE: CSV has one bytes column per device; these are always there, so a file streamed step by
+# step keeps one header even when a device first appears late in the run.
+CSV_DEVICES = ("cpu", "cuda")
 
 
 class StepRecord:
@@ -39,18 +42,18 @@ class StepRecord:
 
     def __init__(
         self,
-        iteration,
-        live_tensors,
-        live_nodes,
-        live_spent_nodes,
-        nodes_created,
-        nodes_freed,
-        backward_calls,
-        bytes_by_device,
-        host_rss,
-        device_memory_in_use,
-        device_memory_peak,
-        wall_time,
+        iteration: int,
+        live_tensors: int,
+        live_nodes: int,
+        live_spent_nodes: int,
+        nodes_created: int,
+        nodes_freed: int,
+        backward_calls: int,
+        bytes_by_device: dict,
+        host_rss: int,
+        device_memory_in_use: int,
+        device_memory_peak: int,
+        wall_time: float,
     ):
         # NOTE: spelled out rather than a loop over FIELDS: one record per iteration, kept cheap.
         self.iteration = iteration
@@ -67,34 +70,37 @@ class StepRecord:
         self.wall_time = wall_time
 
     @property
-    def live_bytes(self):
+    def live_bytes(self) -> int:
         return sum(self.bytes_by_device.values())
 
-    def as_dict(self):
+    def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in FIELDS}
 
     def __repr__(self):
         return f"StepRecord(iteration={self.iteration}, live_nodes={self.live_nodes}, live_bytes={self.live_bytes})"
 
 
-def _flat(record):
+def csv_columns():
+    """The CSV header: every field, with ``bytes_by_device`` split into ``bytes_cpu``, ``bytes_cuda``, ``bytes_other``."""
+    columns = [name for name in FIELDS if name != "bytes_by_device"]
+    return columns + [f"bytes_{device}" for device in CSV_DEVICES] + ["bytes_other"]
+
+
+def csv_row(record):
     row = record.as_dict()
     devices = row.pop("bytes_by_device")
-    for device, nbytes in sorted(devices.items()):
-        row[f"bytes_{device}"] = nbytes
+    for device in CSV_DEVICES:
+        row[f"bytes_{device}"] = devices.get(device, 0)
+    row["bytes_other"] = sum(n for device, n in devices.items() if device not in CSV_DEVICES)
     return row
 
 
 def write_csv(records, path):
     """Write records as CSV, one column per field (bytes split into one column per device)."""
-    rows = [_flat(r) for r in records]
-    columns = []
-    for row in rows:
-        columns.extend(c for c in row if c not in columns)
     with atomic_write(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns or list(FIELDS))
+        writer = csv.DictWriter(handle, fieldnames=csv_columns())
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(csv_row(r) for r in records)
 
 
 def write_jsonl(records, path):

@@ -1,7 +1,6 @@
 """Where in the user's code something happened: the first stack frame outside needle and trainers."""
 import linecache
 import os
-import sys
 
 import needle
 
@@ -13,20 +12,6 @@ _FRAMEWORK_DIRS = (
 
 def is_framework_file(filename):
     return filename.startswith(_FRAMEWORK_DIRS) or filename.startswith("<frozen")
-
-
-def user_frame(depth=1):
-    """The innermost frame, ``depth`` levels above the caller or further out, that is user code."""
-    frame = sys._getframe(depth + 1)
-    while frame is not None and is_framework_file(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame
-
-
-def user_site(depth=1):
-    """``(filename, lineno)`` of the innermost user frame, or None."""
-    frame = user_frame(depth + 1)
-    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
 
 
 def describe_site(site):

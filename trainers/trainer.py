@@ -18,6 +18,7 @@ from .callbacks import HOOKS, Callback
 from .checkpoint import load_checkpoint, save_checkpoint
 from .trainer_state import EpochPosition, checked_trainer_state, empty_loader_message
 from .interrupts import DeferredInterrupt
+from .clipping import GradientClipping
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -101,10 +102,12 @@ class Trainer:
         loss_fn: ``loss_fn(logits, y)`` -> scalar Tensor; None means ``needle.nn.SoftmaxLoss()``.
         device: a needle device (or "cpu"/"cuda") to move batches to; None keeps them where the
             loader put them.
-        monitor: True makes a ``trainers.MemoryMonitor()``; a MemoryMonitor is used as is;
-            False or None turns monitoring off (live nodes and bytes are still recorded).
+        monitor: True adds a ``trainers.MemoryMonitor()`` callback; a MemoryMonitor is added as
+            is; False or None adds none (live nodes and bytes are still recorded).
         progress: True draws a ``ProgressBar`` per epoch on stderr; a ProgressBar is used as is.
-        callbacks: ``Callback`` objects, called in this order after the progress bar.
+        callbacks: ``Callback`` objects, called in this order after the progress bar and monitor.
+        gradient_clip_val: if set, a ``GradientClipping(gradient_clip_val)`` callback is added
+            last: before each optimizer step the gradients' joint 2-norm is clipped to it.
 
     Attributes:
         history: a ``History`` (``history.steps``, ``history.epochs``).
@@ -135,6 +138,7 @@ class Trainer:
         monitor: Any = True,
         progress: Any = True,
         callbacks: Iterable[Callback] = (),
+        gradient_clip_val: float | None = None,
     ) -> None:
         if loss_fn is None:
             import needle.nn
@@ -145,7 +149,9 @@ class Trainer:
         self.loss_fn = loss_fn
         self.device = _resolve_device(device)
         self.monitor = _make_monitor(monitor, self.device)
-        self.callbacks = _progress_callbacks(progress) + list(callbacks)
+        clipping = [GradientClipping(gradient_clip_val)] if gradient_clip_val is not None else []
+        monitors = [self.monitor] if self.monitor is not None else []
+        self.callbacks = _progress_callbacks(progress) + monitors + list(callbacks) + clipping
         for callback in self.callbacks:
             if not all(hasattr(callback, hook) for hook in HOOKS):
                 raise TypeError(
@@ -207,6 +213,7 @@ class Trainer:
                     started, first_step = time.perf_counter(), len(self.history.steps) - position.batches_done
                     for X, y in batches:
                         with guard.critical():
+                            self.dispatch("on_train_batch_start", (X, y), position.batches_done)
                             loss, accuracy = self.train_step(X, y)
                             position.batches_done += 1
                             self._record_step(epoch, loss, accuracy, batch_size=y.shape[0])
@@ -227,13 +234,14 @@ class Trainer:
         except BaseException as error:
             self.dispatch("on_exception", error)
             raise
-        finally:
-            if self.monitor is not None:
-                self.monitor.close()  # ends any leak search that is still watching the graph
         return self.history
 
     def train_step(self, X: needle.Tensor, y: needle.Tensor) -> tuple[float, float]:
-        """One optimizer step on a batch; returns ``(loss, accuracy)`` as floats and keeps no graph."""
+        """One optimizer step on a batch; returns ``(loss, accuracy)`` as floats and keeps no graph.
+
+        Calls the ``on_after_backward`` and ``on_before_optimizer_step`` hooks between the
+        backward pass and the optimizer step.
+        """
         X, y = self._to_device(X), self._to_device(y)
         self.optimizer.reset_grad()
         logits = self.model(X)
@@ -242,6 +250,8 @@ class Trainer:
         if not math.isfinite(loss_value):
             raise self._non_finite(loss_value)
         loss.backward(create_graph=False)
+        self.dispatch("on_after_backward")
+        self.dispatch("on_before_optimizer_step", self.optimizer)
         self.optimizer.step()
         return loss_value, _accuracy(logits, y)
 
@@ -340,9 +350,9 @@ class Trainer:
 
     # ---- internals ----------------------------------------------------------------------------
     def _record_step(self, epoch, loss, accuracy, batch_size):
-        """Count the step, read the monitor (or the graph counters), store and announce the record."""
+        """Count the step, read the graph counters, store and announce the record."""
         self.global_step += 1
-        stats = self.monitor.step() if self.monitor is not None else autograd.snapshot()
+        stats = autograd.snapshot()
         record = {
             "step": self.global_step,
             "epoch": epoch,
@@ -416,13 +426,13 @@ def _resolve_device(device):
 
 
 def _make_monitor(monitor, device):
-    if monitor is True:
-        from .monitor import MemoryMonitor
+    from .monitor import MemoryMonitor
 
+    if monitor is True:
         return MemoryMonitor() if device is None else MemoryMonitor(device=device)
     if monitor is False or monitor is None:
         return None
-    if not hasattr(monitor, "step"):
+    if not isinstance(monitor, MemoryMonitor):
         raise TypeError(f"Trainer monitor must be True, False or a MemoryMonitor; got {monitor!r}")
     return monitor
 

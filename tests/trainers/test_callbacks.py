@@ -21,7 +21,8 @@ def toy_loader(samples=12, batch_size=4):
 def toy_trainer(callbacks, **options):
     np.random.seed(0)
     model = nn.Linear(4, 3)
-    return Trainer(model, optim.SGD(model.parameters(), lr=0.1), monitor=False, progress=False, callbacks=callbacks, **options)
+    options.setdefault("monitor", False)
+    return Trainer(model, optim.SGD(model.parameters(), lr=0.1), progress=False, callbacks=callbacks, **options)
 
 
 class Recorder(Callback):
@@ -35,6 +36,15 @@ class Recorder(Callback):
 
     def on_train_epoch_start(self, trainer, epoch):
         self.log.append((self.name, "on_train_epoch_start", epoch))
+
+    def on_train_batch_start(self, trainer, batch, batch_index):
+        self.log.append((self.name, "on_train_batch_start", batch_index))
+
+    def on_after_backward(self, trainer):
+        self.log.append((self.name, "on_after_backward"))
+
+    def on_before_optimizer_step(self, trainer, optimizer):
+        self.log.append((self.name, "on_before_optimizer_step", optimizer is trainer.optimizer))
 
     def on_train_batch_end(self, trainer, record):
         self.log.append((self.name, "on_train_batch_end", record["step"]))
@@ -57,9 +67,15 @@ def test_hooks_fire_in_documented_order():
     trainer = toy_trainer([Recorder("only", log)])
     trainer.fit(toy_loader(), epochs=2, val_loader=toy_loader())
     calls = [entry[1:] for entry in log]
+    batch = lambda index, step: [  # noqa: E731
+        ("on_train_batch_start", index),
+        ("on_after_backward",),
+        ("on_before_optimizer_step", True),
+        ("on_train_batch_end", step),
+    ]
     epoch = lambda e, steps: [  # noqa: E731
         ("on_train_epoch_start", e),
-        *[("on_train_batch_end", step) for step in steps],
+        *[entry for index, step in enumerate(steps) for entry in batch(index, step)],
         ("on_validation_end", e, ["accuracy", "loss"]),
         ("on_train_epoch_end", e, e, e),  # the epoch is counted and in history by then
     ]
@@ -148,9 +164,105 @@ def test_batch_hook_can_extend_the_history_record():
 def test_base_callback_hooks_are_documented_no_ops():
     callback, trainer = Callback(), toy_trainer([])
     arguments = {"on_train_epoch_start": (1,), "on_train_batch_end": ({},), "on_validation_end": (1, {}),
-                 "on_train_epoch_end": (1, {}), "on_exception": (ValueError(),)}
+                 "on_train_epoch_end": (1, {}), "on_exception": (ValueError(),),
+                 "on_train_batch_start": ((None, None), 0), "on_before_optimizer_step": (None,)}
     for hook in HOOKS:
         method = getattr(callback, hook)
         assert inspect.getdoc(method), f"{hook} has no docstring"
         assert method(trainer, *arguments.get(hook, ())) is None
     assert set(HOOKS) == {name for name in vars(Callback) if name.startswith("on_")}
+
+
+# ---- the hooks around a step: gradients, clipping ---------------------------------------------------
+class GradientNorms(Callback):
+    """Notes the gradients' joint norm at each hook that sees them."""
+
+    def __init__(self):
+        self.after_backward, self.before_step = [], []
+
+    def on_after_backward(self, trainer):
+        self.after_backward.append(joint_norm(trainer.model))
+
+    def on_before_optimizer_step(self, trainer, optimizer):
+        self.before_step.append(joint_norm(trainer.model))
+
+
+def joint_norm(model):
+    return float(np.sqrt(sum(float((p.grad.numpy() ** 2).sum()) for p in model.parameters())))
+
+
+def test_gradient_clip_val_clips_before_the_step_and_after_user_hooks():
+    norms, after = GradientNorms(), GradientNorms()
+    trainer = toy_trainer([norms], gradient_clip_val=0.05)
+    trainer.add_callback(after)  # registered after the clipping callback: sees clipped gradients
+    trainer.fit(toy_loader(), epochs=1)
+    assert max(norms.before_step) > 0.05  # the user's hook saw the gradients as backward() left them
+    assert norms.after_backward == norms.before_step
+    assert all(n == pytest.approx(min(raw, 0.05), rel=1e-4) for n, raw in zip(after.before_step, norms.before_step))
+    assert trainer.callbacks[-2].last_norm == pytest.approx(norms.before_step[-1], rel=1e-5)
+
+
+def test_clipping_as_a_callback_changes_the_update():
+    from trainers import GradientClipping
+
+    plain, clipped = toy_trainer([]), toy_trainer([GradientClipping(0.01)])
+    plain.fit(toy_loader(), epochs=1)
+    clipped.fit(toy_loader(), epochs=1)
+    start = toy_trainer([]).model.weight.numpy()
+    moved = lambda t: float(np.abs(t.model.weight.numpy() - start).sum())  # noqa: E731
+    assert 0 < moved(clipped) < moved(plain)
+    # SGD with lr 0.1 moves each step by at most lr * max_norm in norm
+    assert moved(clipped) <= 3 * 0.1 * 0.01 * np.sqrt(start.size) + 1e-6
+
+
+@pytest.mark.parametrize("value", [0, -1.0, "1", True])
+def test_gradient_clip_val_must_be_positive(value):
+    with pytest.raises(ValueError, match="max_norm > 0"):
+        toy_trainer([], gradient_clip_val=value)
+
+
+def test_memory_monitor_is_a_callback_like_any_other():
+    from trainers import MemoryMonitor
+
+    monitor = MemoryMonitor()
+    trainer = toy_trainer([], monitor=monitor)
+    assert monitor in trainer.callbacks and trainer.monitor is monitor
+    trainer.fit(toy_loader(), epochs=2)
+    assert len(monitor.history) == trainer.global_step == 6
+    assert not monitor.diagnosis.locator.active  # on_fit_end closed any search
+    # the same monitor, placed among the callbacks by hand, steps the same way
+    by_hand = MemoryMonitor()
+    toy_trainer([by_hand]).fit(toy_loader(), epochs=1)
+    assert len(by_hand.history) == 3
+
+
+class RunningMean(nn.Module):
+    """A layer that tracks its input's mean, mistakenly keeping the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean = None
+
+    def forward(self, x):
+        batch_mean = x.sum((0,)) / x.shape[0]
+        self.mean = batch_mean if self.mean is None else 0.9 * self.mean + 0.1 * batch_mean  # site: trainer_leak
+        return x
+
+
+def test_the_monitor_callback_finds_a_leak_inside_a_trainers_model():
+    import warnings
+
+    from trainers import GraphLeakWarning, MemoryMonitor
+
+    np.random.seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), RunningMean())
+    trainer = Trainer(model, optim.SGD(model.parameters(), lr=0.1), monitor=MemoryMonitor(), progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(toy_loader(samples=80), epochs=1)
+    leaks = [w for w in caught if w.category is GraphLeakWarning]
+    assert len(leaks) == 1
+    with open(__file__) as handle:
+        line = next(n for n, text in enumerate(handle, 1) if text.rstrip().endswith("# site: trainer_leak"))
+    assert (leaks[0].filename, leaks[0].lineno) == (__file__, line)
+    assert "Fix: keep the result detached: `self.mean = (batch_mean if self.mean is None else" in str(leaks[0].message)

@@ -132,11 +132,11 @@ def test_context_manager_stops_a_search_in_progress():
     kept = []
     with MemoryMonitor(warn="ignore") as monitor:
         monitor.warn = "always"  # diagnose, but stop before anything is reported
-        for _ in range(5):
+        for _ in range(4):
             kept.append(one_iteration(w, x))
             monitor.step()
-        assert monitor._locator.active
-    assert not monitor._locator.active
+        assert monitor.diagnosis.state == "locating" and monitor.diagnosis.locator.active
+    assert monitor.diagnosis.state == "watching" and not monitor.diagnosis.locator.active
     assert not ndl.autograd._NODE_OBSERVERS
 
 

@@ -1,0 +1,40 @@
+"""``NEEDLE_WARNINGS``: the command-line switch for every diagnostic warning, read at import.
+
+``python -W error::trainers.GraphLeakWarning`` cannot work: CPython resolves ``-W`` categories
+before site-packages can be imported. So ``trainers`` reads an environment variable instead::
+
+    NEEDLE_WARNINGS=error python train.py     # every DiagnosticWarning raises at the user's line
+    NEEDLE_WARNINGS=ignore python train.py    # none is shown (the monitor still records)
+    NEEDLE_WARNINGS=always python train.py    # every one is shown, repeats included
+    NEEDLE_WARNINGS=default python train.py   # Python's default: once per line
+
+It adds one ``warnings.filterwarnings(action, category=DiagnosticWarning)`` at import, ahead of
+the filters then in place; a program's own later filters still win. Without the variable no
+filter is added.
+"""
+import os
+import warnings
+
+from .warning_categories import DiagnosticWarning
+
+ENVIRONMENT_VARIABLE = "NEEDLE_WARNINGS"
+ACTIONS = ("error", "ignore", "always", "default", "once", "module")
+
+
+def apply_environment(environ=os.environ):
+    """Install the filter ``NEEDLE_WARNINGS`` asks for; returns the action, or None when unset.
+
+    Example:
+        >>> apply_environment({}) is None
+        True
+    """
+    action = environ.get(ENVIRONMENT_VARIABLE, "").strip().lower()
+    if not action:
+        return None
+    if action not in ACTIONS:
+        raise ValueError(
+            f"{ENVIRONMENT_VARIABLE}={environ[ENVIRONMENT_VARIABLE]!r} is not a warnings action; use one of "
+            f"{', '.join(ACTIONS)} (e.g. {ENVIRONMENT_VARIABLE}=error to turn every leak warning into an error)"
+        )
+    warnings.filterwarnings(action, category=DiagnosticWarning)
+    return action
