@@ -289,6 +289,10 @@ class LeakDiagnosis:
         carried_sites = {site_of(r, earlier) for _, r, _, earlier in crossings}
         latest = max(r.iteration for _, r in alive)
         current = [node for node, r in alive if r.iteration == latest and r.site in carried_sites]
+        # NOTE: a line can make several values (``output, h = rnn(x, h)``); the state is the one
+        # in the role of what crossed: same op, same tuple position, same shape.
+        carried_roles = {_role(x) for _, _, x, _ in crossings}
+        current = [node for node in current if _role(node) in carried_roles] or current
         holders, is_tuple, frame = (
             _holders(current, frames, lambda f: chosen.site_in(f.f_code)) if state else ((), False, None)
         )
@@ -307,6 +311,13 @@ class LeakDiagnosis:
             retained_nodes=kept,
             iteration=newest,
         )
+
+
+def _role(node):
+    """What a node is, apart from its values: op class, tuple position, shape."""
+    data = node.cached_data
+    shape = getattr(data, "shape", None)
+    return type(node.op), getattr(node.op, "index", None), shape
 
 
 def _user_frames(frame, depth=12):
