@@ -45,21 +45,30 @@ def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
                 "past iteration's graph stays reachable through it."
             )
             fix = accumulation_fix(source_of(finding.site), finding.scalar)
-        return f"{head}\n  {describe_site(finding.site)}\n  {why}\n  Fix: {fix}"
+        return f"{head}\n  {describe_site(finding.site)}\n  {why}{_kept(finding)}\n  Fix: {fix}"
     if finding.kind == CONTAINER:
         where = describe_site(finding.site) if finding.site else "(the line that adds to it was not found)"
         made = f"\n  The tensors are made at {describe_site(finding.created_site)}" if finding.created_site else ""
         name = finding.container_name
         holder = f"The container `{name}`" if name else "A container"
         return (
-            f"{head}\n  {where}\n  {holder} holds a tensor with its whole graph from every iteration.{made}\n"
+            f"{head}\n  {where}\n  {holder} holds a tensor with its whole graph from every iteration.{made}"
+            f"{_kept(finding)}\n"
             f"  Fix: {container_fix(adding, finding.scalar)}"
         )
     return (
         f"{head}\n  The retained graphs are made at {describe_site(finding.site)}\n"
-        "  Something outside the loop keeps a reference to them.\n"
+        f"  Something outside the loop keeps a reference to them.{_kept(finding)}\n"
         "  Fix: keep `.detach()`ed tensors or Python numbers (`float(t.numpy())`) across iterations."
     )
+
+
+def _kept(finding):
+    """The line that spells one iteration's retained graph (``monitor.explain()`` draws it)."""
+    from .retained import retained_summary
+
+    summary = retained_summary(finding)
+    return f"\n  {summary} (monitor.explain() shows the chain)" if summary else ""
 
 
 def no_grad_message(nodes_per_iteration, bytes_per_iteration, iterations, site):

@@ -132,6 +132,16 @@ class MemoryMonitor(Callback):
         """
         return self.diagnosis.last_finding
 
+    def explain(self, path=None) -> str:
+        """Show what the last leak keeps alive: print its retained graph, collapsed across
+        iterations, or write it to ``path`` (``.dot`` text; ``.svg``/``.png`` need graphviz).
+
+        Returns the text printed, or the path written.
+        """
+        from .retained import explain
+
+        return explain(self.last_finding, path)
+
     def clear_finding(self) -> None:
         """Drop ``last_finding`` and the graph nodes it keeps alive."""
         self.diagnosis.last_finding = None
