@@ -7,11 +7,13 @@ named ``mnist``, so ``needle.data.mnist`` is always the function).
 
 from .dataloader import DataLoader
 from .dataset import Dataset, NDArrayDataset
+from .datasets.cifar10_dataset import CIFAR10Dataset
 from .mnist_dataset import MNISTDataset, MNISTFormatError, parse_mnist
 from .mnist_files import MNISTChecksumError, MNISTFiles, mnist, verify_mnist_file
 from .transforms import RandomCrop, RandomFlipHorizontal, Transform
 
 __all__ = [
+    "CIFAR10Dataset",
     "DataLoader",
     "Dataset",
     "NDArrayDataset",

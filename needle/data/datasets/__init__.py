@@ -1,0 +1,1 @@
+from .cifar10_dataset import CIFAR10Dataset
