@@ -21,6 +21,10 @@ def output_size(size: int, kernel: int, stride: int, padding: int) -> int:
     return (size + 2 * padding - kernel) // stride + 1
 
 
+# Elements in a window's row (kernel width x channels) below which im2col copies image rows instead.
+_SHORTEST_FAST_RUN = 16
+
+
 class Conv(TensorOp):
     """Convolve NHWC ``a`` with ``b`` of shape ``(KH, KW, C_in, C_out)``."""
 
@@ -47,17 +51,8 @@ class Conv(TensorOp):
             raise ValueError(
                 f"Conv: a {kernel_h}x{kernel_w} kernel does not fit the input {a.shape} with padding={padding}"
             )
-        if padding:
-            a = a.pad(((0, 0), (padding, padding), (padding, padding), (0, 0)))
-        batch_stride, row_stride, col_stride, channel_stride = a.strides
-        # NOTE: the view repeats each input element once per window that covers it; the reshape
-        # below is the one copy (the im2col matrix), then one matrix product does the arithmetic.
-        windows = a.as_strided(
-            (a.shape[0], rows, cols, kernel_h, kernel_w, in_channels),
-            (batch_stride, row_stride * stride, col_stride * stride, row_stride, col_stride, channel_stride),
-        )
-        patch_size = kernel_h * kernel_w * in_channels
-        out = windows.reshape((a.shape[0] * rows * cols, patch_size)) @ b.reshape((patch_size, out_channels))
+        matrix = _im2col(a, kernel_h, kernel_w, stride, padding, rows, cols)
+        out = matrix @ b.reshape((kernel_h * kernel_w * in_channels, out_channels))
         return out.reshape((a.shape[0], rows, cols, out_channels))
 
     def gradient(self, out_grad, node):
@@ -89,6 +84,56 @@ class Conv(TensorOp):
             grad_b = _pad_if_needed(grad_b, ((0, 0), (0, -leftover_h), (0, -leftover_w), (0, 0)))
             grad_b = transpose(transpose(grad_b, (0, 1)), (1, 2))
         return grad_a, grad_b
+
+
+    def gradient_data(self, out_grad, node):
+        # The training path (backward(create_graph=False)): the same gradients in array code
+        # that skips the zeros dilate would put between strided positions. The weight's is
+        # im2col(a).T @ G; the input's is G @ W.T, each kernel offset's share added back (col2im).
+        a, b = node.inputs
+        images, weight = a.cached_data, b.cached_data
+        stride, padding = self.stride, self.padding
+        batch, rows, cols, out_channels = out_grad.shape
+        kernel_h, kernel_w, in_channels, _ = weight.shape
+        grad = out_grad.reshape((batch * rows * cols, out_channels))
+        weight_matrix = weight.reshape((kernel_h * kernel_w * in_channels, out_channels))
+        grad_a = grad_b = None
+        if b.requires_grad:
+            matrix = _im2col(images, kernel_h, kernel_w, stride, padding, rows, cols)
+            grad_b = (matrix.permute((1, 0)) @ grad).reshape(weight.shape)
+        if a.requires_grad:
+            pieces = (grad @ weight_matrix.permute((1, 0))).reshape((batch, rows, cols, kernel_h, kernel_w, in_channels))
+            height, width = images.shape[1] + 2 * padding, images.shape[2] + 2 * padding
+            padded = NDArray.make(images.device.zeros(batch, height, width, in_channels, dtype=images.dtype), images.device)
+            for i in range(kernel_h):
+                for j in range(kernel_w):
+                    window = (slice(None), slice(i, i + stride * rows, stride), slice(j, j + stride * cols, stride), slice(None))
+                    padded[window] = padded[window] + pieces[:, :, :, i, j, :]
+            grad_a = padded[:, padding : height - padding, padding : width - padding, :].compact()
+        return grad_a, grad_b
+
+
+def _im2col(a: NDArray, kernel_h: int, kernel_w: int, stride: int, padding: int, rows: int, cols: int) -> NDArray:
+    """The (N * rows * cols, KH * KW * C) matrix of every window of the zero-padded NHWC ``a``."""
+    if padding:
+        a = a.pad(((0, 0), (padding, padding), (padding, padding), (0, 0)))
+    batch_stride, row_stride, col_stride, channel_stride = a.strides
+    batch, channels = a.shape[0], a.shape[3]
+    # NOTE: the view repeats each input element once per window that covers it; the reshape is
+    # the one copy (the im2col matrix), then one matrix product does the arithmetic.
+    if kernel_w * channels >= _SHORTEST_FAST_RUN:
+        windows = a.as_strided(
+            (batch, rows, cols, kernel_h, kernel_w, channels),
+            (batch_stride, row_stride * stride, col_stride * stride, row_stride, col_stride, channel_stride),
+        )
+        return windows.reshape((batch * rows * cols, kernel_h * kernel_w * channels))
+    # Few channels (a first layer on images): a window row is too short to copy quickly, so the
+    # matrix is built transposed, copying image rows instead, and handed back as its transpose.
+    windows = a.as_strided(
+        (kernel_h, kernel_w, channels, batch, rows, cols),
+        (row_stride, col_stride, channel_stride, batch_stride, row_stride * stride, col_stride * stride),
+    )
+    return windows.reshape((kernel_h * kernel_w * channels, batch * rows * cols)).permute((1, 0))
 
 
 def _pad_if_needed(x, widths):

@@ -28,7 +28,8 @@ def reference_conv(x, w, stride, padding):
 
 
 # (input shape NHWC, kernel size, stride, padding): every kernel 1/3/5 with strides 1 and 2 and
-# paddings 0-2, on sizes where the stride does and does not divide the input evenly.
+# paddings 0-2, on sizes where the stride does and does not divide the input evenly, with few
+# and with many channels (the two layouts of the im2col matrix).
 CASES = [
     ((2, 5, 5, 2), 1, 1, 0),
     ((1, 5, 4, 2), 1, 2, 1),
@@ -42,6 +43,10 @@ CASES = [
     ((1, 4, 4, 2), 5, 1, 2),
     ((1, 6, 7, 1), 5, 2, 1),
     ((1, 7, 7, 1), 5, 2, 2),
+    # kernel width x channels >= 16: im2col copies window rows (the cases above copy image rows)
+    ((1, 4, 4, 8), 3, 1, 1),
+    ((2, 5, 5, 6), 3, 2, 0),
+    ((1, 5, 4, 4), 5, 2, 2),
 ]
 CASE_IDS = [f"k{k}-s{s}-p{p}-{'x'.join(map(str, shape))}" for shape, k, s, p in CASES]
 
