@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one go: the CUDA test cases, the GPU benchmark, the memory
-# monitor's overhead on CUDA, the conv layer against hand-written CuPy and the main job on CUDA. Outputs go to OUTDIR (default
-# ./gpu-check-out), one file each; a summary is printed at the end.
+# monitor's overhead on CUDA, the conv layer against hand-written CuPy and the main job on CUDA.
+# Outputs go to OUTDIR (default ./gpu-check-out), one file each; a summary is printed at the end.
 #   bash benchmarks/gpu_check.sh [OUTDIR]
 # Runs the checkout's needle (PYTHONPATH=.); needs CuPy, an NVIDIA GPU, pytest; torch optional.
 set -u
