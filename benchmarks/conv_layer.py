@@ -38,9 +38,9 @@ class Layer(NamedTuple):
 
 # The CNN of examples/mnist_models.py (make_model("cnn")), layer by layer.
 LAYERS = [
-    Layer("conv1 28x28 1->16 k3 s1", 28, 1, 16, 3, 1, False),
-    Layer("conv2 28x28 16->32 k3 s2", 28, 16, 32, 3, 2, True),
-    Layer("conv3 14x14 32->64 k3 s2", 14, 32, 64, 3, 2, True),
+    Layer("conv1 28x28 1->32 k5 s2", 28, 1, 32, 5, 2, False),
+    Layer("conv2 14x14 32->64 k3 s2", 14, 32, 64, 3, 2, True),
+    Layer("conv3 7x7 64->64 k3 s1", 7, 64, 64, 3, 1, True),
 ]
 
 

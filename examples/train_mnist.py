@@ -1,9 +1,10 @@
 #!/usr/bin/env python
-"""Train an MLP (784 -> hidden -> 10, ReLU) on MNIST with needle and report accuracy, speed and memory.
+"""Train an MLP (784 -> hidden -> 10, ReLU) or a CNN on MNIST with needle; report accuracy, speed and memory.
 
 Usage::
 
     python examples/train_mnist.py                       # CPU, defaults below
+    python examples/train_mnist.py --model cnn --epochs 2
     python examples/train_mnist.py --device cuda --epochs 5
     python examples/train_mnist.py --checkpoint mnist.npz  # resumes from it if it exists
 
@@ -18,12 +19,14 @@ from pathlib import Path
 
 if importlib.util.find_spec("needle") is None:  # run from a checkout without pip install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for mnist_models, also when loaded by path
 
 import numpy as np  # noqa: E402
 
 import needle as ndl  # noqa: E402
-from needle import nn, optim  # noqa: E402
+from needle import optim  # noqa: E402
 from needle.data import DataLoader, NDArrayDataset, mnist, parse_mnist  # noqa: E402
+from mnist_models import MODELS, make_model  # noqa: E402
 from trainers.checkpoint import Checkpoint  # noqa: E402
 from trainers.monitor import MemoryMonitor  # noqa: E402
 from trainers.trainer import Trainer  # noqa: E402
@@ -34,6 +37,7 @@ DEFAULT_LR = {"sgd": 0.5, "adam": 1e-3}
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--model", choices=MODELS, default="mlp", help="default: mlp (see examples/mnist_models.py)")
     parser.add_argument("--epochs", type=int, default=4, help="epochs to train (default: 4)")
     parser.add_argument("--hidden", type=int, default=256, help="hidden units (default: 256)")
     parser.add_argument("--batch-size", type=int, default=128, help="default: 128")
@@ -60,9 +64,7 @@ def main(argv=None):
     train_loader = DataLoader(NDArrayDataset(X_train, y_train), args.batch_size, shuffle=True, device=device)
     test_loader = DataLoader(NDArrayDataset(X_test, y_test), 1000, device=device)
 
-    model = nn.Sequential(
-        nn.Linear(784, args.hidden, device=device), nn.ReLU(), nn.Linear(args.hidden, 10, device=device)
-    )
+    model = make_model(args.model, hidden=args.hidden, device=device)
     lr = DEFAULT_LR[args.optimizer] if args.lr is None else args.lr
     if args.optimizer == "sgd":
         optimizer = optim.SGD(model.parameters(), lr=lr, momentum=args.momentum)
@@ -76,7 +78,7 @@ def main(argv=None):
         print(f"resumed from {args.checkpoint} after epoch {trainer.epoch} (step {trainer.global_step})")
 
     print(
-        f"MNIST MLP 784-{args.hidden}-10 on {device}: {len(y_train)} training images, batch {args.batch_size}, "
+        f"MNIST {describe(args)} on {device}: {len(y_train)} training images, batch {args.batch_size}, "
         f"{args.optimizer} lr={lr}, {args.epochs} epochs"
     )
     started = time.perf_counter()
@@ -85,6 +87,11 @@ def main(argv=None):
     test = trainer.evaluate(test_loader)
     print_report(trainer, test, train_seconds)
     return test
+
+
+def describe(args):
+    """The model in a few words, for the first line of the report."""
+    return f"MLP 784-{args.hidden}-10" if args.model == "mlp" else args.model.upper()
 
 
 def print_report(trainer, test, train_seconds):

@@ -1,9 +1,14 @@
-"""nn.Conv and nn.BatchNorm2d against numpy references (always) and PyTorch (when installed)."""
+"""nn.Conv and nn.BatchNorm2d against numpy references (always) and PyTorch (when installed);
+the example models built on them (the MNIST CNN, ResNet9) learning."""
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import needle as ndl
 from needle import nn
+from needle.data import DataLoader, mnist, parse_mnist
 from gradcheck import check_gradients
 
 rng = np.random.default_rng(21)
@@ -154,3 +159,48 @@ def test_batchnorm2d_matches_torch_in_training(device):
     # NOTE: the running mean agrees; the running variance does not, by design: the course (and
     # BatchNorm1d here) blends in the biased batch variance, PyTorch the unbiased one.
     np.testing.assert_allclose(bn.running_mean.numpy(), reference.running_mean.numpy(), rtol=1e-10)
+
+
+# ---- the examples built on them ---------------------------------------------------------------------
+def load_example(name):
+    path = Path(__file__).resolve().parents[2] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mnist_cnn_learns_a_small_subset_in_one_epoch():
+    np.random.seed(0)
+    files = mnist()
+    train_images, train_labels = parse_mnist(files.train_images, files.train_labels)
+    test_images, test_labels = parse_mnist(files.test_images, files.test_labels)
+    model = load_example("mnist_models").make_model("cnn")
+    loader = DataLoader(ndl.data.NDArrayDataset(train_images[:2000], train_labels[:2000]), 50, shuffle=True)
+    optimizer = ndl.optim.Adam(model.parameters(), lr=2e-3)
+    loss_fn = nn.SoftmaxLoss()
+    for images, labels in loader:
+        optimizer.reset_grad()
+        loss_fn(model(images), labels).backward(create_graph=False)
+        optimizer.step()
+    model.eval()
+    with ndl.no_grad():
+        logits = model(ndl.Tensor(test_images[:1000], requires_grad=False))
+    accuracy = float((logits.numpy().argmax(axis=1) == test_labels[:1000]).mean())
+    assert accuracy > 0.9, f"test accuracy {accuracy:.3f} after one epoch on 2,000 images"
+
+
+def test_resnet9_trains_and_evaluates_with_the_course_helpers():
+    np.random.seed(0)
+    models, simple_ml = load_example("models"), load_example("simple_ml")
+    model = models.ResNet9()
+    images = np.random.rand(16, 3, 32, 32).astype(np.float32)
+    labels = np.arange(16, dtype=np.uint8) % 10
+    loader = DataLoader(ndl.data.NDArrayDataset(images, labels), 8)
+    first_accuracy, first_loss = simple_ml.train_cifar10(model, loader, n_epochs=1, lr=3e-3)
+    accuracy, loss = simple_ml.train_cifar10(model, loader, n_epochs=6, lr=3e-3)
+    assert loss < first_loss, "training on the same 16 images lowers the loss"
+    assert model.training
+    eval_accuracy, eval_loss = simple_ml.evaluate_cifar10(model, loader)
+    assert not model.training and 0.0 <= eval_accuracy <= 1.0 and eval_loss > 0
+    assert model(ndl.Tensor(images[:2])).shape == (2, 10)
