@@ -36,7 +36,7 @@ def cnn(device=None, dtype: str = "float32") -> nn.Module:
     """Three Conv + BatchNorm2d + ReLU blocks and a linear head.
 
     1->32 (5x5, stride 2: 28 -> 14), 32->64 (3x3, stride 2: 14 -> 7), 64->64 (3x3), then
-    Linear(64 * 7 * 7 -> 10).
+    Linear(64 * 7 * 7 -> 128), ReLU, Linear(128 -> 10).
 
     Example:
         >>> import needle as ndl
@@ -58,7 +58,9 @@ def cnn(device=None, dtype: str = "float32") -> nn.Module:
         *block(32, 64, 3, 2),
         *block(64, 64, 3, 1),
         nn.Flatten(),
-        nn.Linear(64 * 7 * 7, 10, device=device, dtype=dtype),
+        nn.Linear(64 * 7 * 7, 128, device=device, dtype=dtype),
+        nn.ReLU(),
+        nn.Linear(128, 10, device=device, dtype=dtype),
     )
 
 

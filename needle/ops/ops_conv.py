@@ -85,7 +85,6 @@ class Conv(TensorOp):
             grad_b = transpose(transpose(grad_b, (0, 1)), (1, 2))
         return grad_a, grad_b
 
-
     def gradient_data(self, out_grad, node):
         # The training path (backward(create_graph=False)): the same gradients in array code
         # that skips the zeros dilate would put between strided positions. The weight's is
