@@ -75,7 +75,8 @@ def needle_step(device, x, w, grad_out, stride, padding, input_needs_grad):
     weight = ndl.Tensor(w, device=device)
     out = ops.conv(images, weight, stride=stride, padding=padding)
     out.backward(ndl.Tensor(grad_out, device=device, requires_grad=False), create_graph=False)
-    return out.realize_cached_data().raw, images.grad.realize_cached_data().raw if input_needs_grad else None, weight.grad.realize_cached_data().raw
+    grad_x = images.grad.realize_cached_data().raw if input_needs_grad else None
+    return out.realize_cached_data().raw, grad_x, weight.grad.realize_cached_data().raw
 
 
 def measure(layer, device, batch_size, repeats, synchronize):

@@ -31,7 +31,9 @@ class ConvBN(nn.Module):
         (2, 8, 4, 4)
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, device=None, dtype="float32"):
+    def __init__(
+        self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, device=None, dtype="float32"
+    ):
         super().__init__()
         self.conv = nn.Conv(in_channels, out_channels, kernel_size, stride=stride, device=device, dtype=dtype)
         self.bn = nn.BatchNorm2d(out_channels, device=device, dtype=dtype)

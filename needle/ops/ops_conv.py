@@ -70,10 +70,9 @@ class Conv(TensorOp):
             # Full correlation with the flipped kernel, then crop the forward's padding: one pad
             # (negative widths crop) and a stride-1 conv with input and output channels swapped.
             edge_h, edge_w = kernel_h - 1 - padding, kernel_w - 1 - padding
-            widened = _pad_if_needed(
-                spread,
-                ((0, 0), (edge_h, edge_h + leftover_h - (stride - 1)), (edge_w, edge_w + leftover_w - (stride - 1)), (0, 0)),
-            )
+            after_h = edge_h + leftover_h - (stride - 1)
+            after_w = edge_w + leftover_w - (stride - 1)
+            widened = _pad_if_needed(spread, ((0, 0), (edge_h, after_h), (edge_w, after_w), (0, 0)))
             grad_a = conv(widened, transpose(flip(b, (0, 1)), (2, 3)), stride=1, padding=0)
         if b.requires_grad:
             # The batch becomes the channels: (C_in, H, W, N) convolved with (H_out', W_out', N, C_out).
@@ -101,12 +100,15 @@ class Conv(TensorOp):
             matrix = _im2col(images, kernel_h, kernel_w, stride, padding, rows, cols)
             grad_b = (matrix.permute((1, 0)) @ grad).reshape(weight.shape)
         if a.requires_grad:
-            pieces = (grad @ weight_matrix.permute((1, 0))).reshape((batch, rows, cols, kernel_h, kernel_w, in_channels))
+            pieces = grad @ weight_matrix.permute((1, 0))
+            pieces = pieces.reshape((batch, rows, cols, kernel_h, kernel_w, in_channels))
             height, width = images.shape[1] + 2 * padding, images.shape[2] + 2 * padding
-            padded = NDArray.make(images.device.zeros(batch, height, width, in_channels, dtype=images.dtype), images.device)
+            device = images.device
+            padded = NDArray.make(device.zeros(batch, height, width, in_channels, dtype=images.dtype), device)
             for i in range(kernel_h):
                 for j in range(kernel_w):
-                    window = (slice(None), slice(i, i + stride * rows, stride), slice(j, j + stride * cols, stride), slice(None))
+                    every = slice(None)
+                    window = (every, slice(i, i + stride * rows, stride), slice(j, j + stride * cols, stride), every)
                     padded[window] = padded[window] + pieces[:, :, :, i, j, :]
             grad_a = padded[:, padding : height - padding, padding : width - padding, :].compact()
         return grad_a, grad_b

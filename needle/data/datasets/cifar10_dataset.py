@@ -115,7 +115,8 @@ def load_batch(path: str):
     except CIFAR10FormatError:
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError) as error:
-        raise CIFAR10FormatError(f"{path}: not a readable CIFAR-10 batch pickle ({type(error).__name__}: {error})") from error
+        reason = f"{type(error).__name__}: {error}"
+        raise CIFAR10FormatError(f"{path}: not a readable CIFAR-10 batch pickle ({reason})") from error
     if not isinstance(batch, dict):
         raise CIFAR10FormatError(f"{path}: a CIFAR-10 batch is a dict, this file holds a {type(batch).__name__}")
     fields = {key.decode("latin1") if isinstance(key, bytes) else key: value for key, value in batch.items()}
