@@ -204,3 +204,12 @@ def test_resnet9_trains_and_evaluates_with_the_course_helpers():
     eval_accuracy, eval_loss = simple_ml.evaluate_cifar10(model, loader)
     assert not model.training and 0.0 <= eval_accuracy <= 1.0 and eval_loss > 0
     assert model(ndl.Tensor(images[:2])).shape == (2, 10)
+
+
+def test_train_mnist_example_takes_the_cnn(capsys):
+    example = load_example("train_mnist")
+    test = example.main(["--model", "cnn", "--train-samples", "256", "--epochs", "1", "--no-progress"])
+    assert "MNIST CNN on cpu()" in capsys.readouterr().out
+    assert 0.0 <= test["accuracy"] <= 1.0
+    with pytest.raises(SystemExit):
+        example.parse_arguments(["--model", "transformer"])
