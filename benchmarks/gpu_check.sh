@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one go: the CUDA test cases, the GPU benchmark, the memory
-# monitor's overhead on CUDA, the conv layer against hand-written CuPy and the main job on CUDA.
+# monitor's overhead on CUDA, the conv layer against hand-written CuPy and the main job (MLP, CNN) on CUDA.
 # Outputs go to OUTDIR (default ./gpu-check-out), one file each; a summary is printed at the end.
 #   bash benchmarks/gpu_check.sh [OUTDIR]
 # Runs the checkout's needle (PYTHONPATH=.); needs CuPy, an NVIDIA GPU, pytest; torch optional.
@@ -20,6 +20,8 @@ timeout 60 python benchmarks/conv_layer.py --device cuda --repeats 15 > "$out/co
 echo "conv benchmark exit $?" >> "$out/conv_layer_cuda.txt"
 timeout 60 python examples/train_mnist.py --device cuda --epochs 2 --no-progress > "$out/train_cuda.txt" 2>&1
 echo "train exit $?" >> "$out/train_cuda.txt"
+timeout 300 python examples/train_mnist.py --model cnn --device cuda --epochs 2 --no-progress > "$out/train_cnn_cuda.txt" 2>&1
+echo "train cnn exit $?" >> "$out/train_cnn_cuda.txt"
 cat "$out/gpu.txt"
 tail -3 "$out/pytest_cuda.txt"
 sed -n '/^| config/,$p' "$out/bench_cuda.txt"
@@ -27,3 +29,4 @@ tail -2 "$out/bench_cuda.txt"
 tail -5 "$out/monitor_overhead_cuda.txt"
 tail -6 "$out/conv_layer_cuda.txt"
 tail -4 "$out/train_cuda.txt"
+tail -4 "$out/train_cnn_cuda.txt"

@@ -175,7 +175,7 @@ def test_mnist_cnn_learns_a_small_subset_in_one_epoch():
     files = mnist()
     train_images, train_labels = parse_mnist(files.train_images, files.train_labels)
     test_images, test_labels = parse_mnist(files.test_images, files.test_labels)
-    model = load_example("mnist_models").make_model("cnn")
+    model = load_example("mnist_models").cnn()
     loader = DataLoader(ndl.data.NDArrayDataset(train_images[:2000], train_labels[:2000]), 50, shuffle=True)
     optimizer = ndl.optim.Adam(model.parameters(), lr=2e-3)
     loss_fn = nn.SoftmaxLoss()
