@@ -1,7 +1,7 @@
-"""The models ``examples/train_mnist.py --model NAME`` trains: ``make_model(name, ...)``.
+"""The convolutional MNIST model that ``examples/train_mnist.py --model cnn`` trains.
 
-Every model returns ``(N, 10)`` logits; the CNN takes MNIST batches flat ``(N, 784)`` (as
-``parse_mnist`` gives them) or as images ``(N, 28, 28, 1)`` (as ``MNISTDataset`` does).
+It takes MNIST batches flat ``(N, 784)`` (as ``parse_mnist`` gives them) or as images
+``(N, 28, 28, 1)`` (as ``MNISTDataset`` does) and returns ``(N, 10)`` logits.
 """
 import importlib.util
 import sys
@@ -21,15 +21,6 @@ class ImagesAsNCHW(nn.Module):
     def forward(self, x):
         # NOTE: with one channel, NHWC and NCHW hold the pixels in the same order: a reshape suffices.
         return x.reshape((x.shape[0], 1, IMAGE_SIDE, IMAGE_SIDE))
-
-
-def mlp(hidden: int = 256, device=None, dtype: str = "float32") -> nn.Module:
-    """784 -> hidden -> 10 with ReLU, on flat (N, 784) batches."""
-    return nn.Sequential(
-        nn.Linear(IMAGE_SIDE * IMAGE_SIDE, hidden, device=device, dtype=dtype),
-        nn.ReLU(),
-        nn.Linear(hidden, 10, device=device, dtype=dtype),
-    )
 
 
 def cnn(device=None, dtype: str = "float32") -> nn.Module:
@@ -63,19 +54,3 @@ def cnn(device=None, dtype: str = "float32") -> nn.Module:
         nn.Linear(128, 10, device=device, dtype=dtype),
     )
 
-
-MODELS = ("mlp", "cnn")
-
-
-def make_model(name: str, hidden: int = 256, device=None, dtype: str = "float32") -> nn.Module:
-    """The MNIST model called ``name`` (one of ``MODELS``); ``hidden`` is the MLP's width.
-
-    Example:
-        >>> make_model("mlp", hidden=32).modules[0].weight.shape
-        (784, 32)
-    """
-    if name == "mlp":
-        return mlp(hidden, device=device, dtype=dtype)
-    if name == "cnn":
-        return cnn(device=device, dtype=dtype)
-    raise ValueError(f"unknown MNIST model {name!r}: choose one of {', '.join(MODELS)}")
