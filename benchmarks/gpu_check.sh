@@ -17,8 +17,12 @@ timeout 240 python benchmarks/mnist_mlp.py --device cuda --preset gpu --repeats 
     --only numpy,torch,needle,needle-course --markdown > "$out/bench_cuda.txt" 2>&1
 echo "benchmark exit $?" >> "$out/bench_cuda.txt"
 timeout 60 python benchmarks/monitor_overhead.py --device cuda --repeats 5 > "$out/monitor_overhead_cuda.txt" 2>&1
+timeout 60 python benchmarks/conv_layer.py --device cuda --repeats 15 > "$out/conv_layer_cuda.txt" 2>&1
+echo "conv benchmark exit $?" >> "$out/conv_layer_cuda.txt"
 timeout 60 python examples/train_mnist.py --device cuda --epochs 2 --no-progress > "$out/train_cuda.txt" 2>&1
 echo "train exit $?" >> "$out/train_cuda.txt"
+timeout 300 python examples/train_mnist.py --model cnn --device cuda --epochs 2 --no-progress > "$out/train_cnn_cuda.txt" 2>&1
+echo "train cnn exit $?" >> "$out/train_cnn_cuda.txt"
 timeout 120 python benchmarks/lstm_step.py --device cuda --repeats 20 > "$out/lstm_step_cuda.txt" 2>&1
 echo "lstm benchmark exit $?" >> "$out/lstm_step_cuda.txt"
 timeout 240 python examples/train_mnist.py --model lstm --device cuda --epochs 3 --batch-size 64 --lr 2e-3 \
@@ -29,6 +33,8 @@ tail -3 "$out/pytest_cuda.txt"
 sed -n '/^| config/,$p' "$out/bench_cuda.txt"
 tail -2 "$out/bench_cuda.txt"
 tail -5 "$out/monitor_overhead_cuda.txt"
+tail -6 "$out/conv_layer_cuda.txt"
 tail -4 "$out/train_cuda.txt"
+tail -4 "$out/train_cnn_cuda.txt"
 tail -4 "$out/lstm_step_cuda.txt"
 tail -4 "$out/train_lstm_cuda.txt"

@@ -5,6 +5,7 @@ Usage::
 
     python examples/train_mnist.py                       # CPU, defaults below
     python examples/train_mnist.py --model lstm --epochs 3 --batch-size 64 --lr 2e-3  # rows as a sequence
+    python examples/train_mnist.py --model cnn --epochs 2     # 3 Conv+BatchNorm2d+ReLU blocks
     python examples/train_mnist.py --device cuda --epochs 5
     python examples/train_mnist.py --checkpoint mnist.npz  # resumes from it if it exists
     python examples/train_mnist.py --log-dir runs/mnist      # CSV logs, history.json, training.png
@@ -43,7 +44,10 @@ def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--epochs", type=int, default=4, help="epochs to train (default: 4)")
-    parser.add_argument("--model", choices=("mlp", "lstm"), default="mlp", help="mlp, or lstm over the 28 rows (default: mlp)")
+    parser.add_argument(
+        "--model", choices=("mlp", "lstm", "cnn"), default="mlp",
+        help="mlp, lstm over the 28 rows, or cnn (default: mlp)",
+    )
     parser.add_argument("--hidden", type=int, default=None, help="hidden units (default: 256 for mlp, 128 for lstm)")
     parser.add_argument("--batch-size", type=int, default=128, help="default: 128")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
@@ -156,9 +160,13 @@ def main(argv=None):
 
 def build_model(args, device):
     """The model ``--model`` names and a one-line description of it."""
+    if args.model in ("lstm", "cnn") and str(Path(__file__).resolve().parent) not in sys.path:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path, not run as a script
+    if args.model == "cnn":
+        from mnist_models import cnn
+
+        return cnn(device=device), "CNN (Conv+BatchNorm2d+ReLU x3, 3136-128-10 head)"
     if args.model == "lstm":
-        if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by path, not run as a script
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
         from mnist_lstm import SequentialMNISTLSTM
 
         hidden = args.hidden or 128

@@ -7,6 +7,7 @@ named ``mnist``, so ``needle.data.mnist`` is always the function).
 
 from .dataloader import DataLoader
 from .dataset import Dataset, NDArrayDataset
+from .datasets.cifar10_dataset import CIFAR10Dataset
 from .mnist_dataset import MNISTDataset, MNISTFormatError, parse_mnist
 from .mnist_files import MNISTChecksumError, MNISTFiles, mnist, verify_mnist_file
 from .transforms import RandomCrop, RandomFlipHorizontal, Transform
@@ -14,6 +15,7 @@ from . import data_basic, data_transforms, datasets  # noqa: E402  (the course's
 from .datasets import Corpus, Dictionary, batchify, get_batch  # noqa: F401
 
 __all__ = [
+    "CIFAR10Dataset",
     "DataLoader",
     "Dataset",
     "NDArrayDataset",

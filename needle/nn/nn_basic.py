@@ -2,10 +2,11 @@
 from .layers import Dropout, Flatten, Identity, Linear, ReLU, Residual, Sequential, Sigmoid, Tanh
 from .loss import SoftmaxLoss
 from .module import Module, Parameter, StateDictError
-from .normalization import BatchNorm1d, LayerNorm1d
+from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm1d
 
 __all__ = [
     "BatchNorm1d",
+    "BatchNorm2d",
     "Dropout",
     "Flatten",
     "Identity",

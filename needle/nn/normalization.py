@@ -1,4 +1,4 @@
-"""Normalisation layers: BatchNorm1d (batch statistics, running averages) and LayerNorm1d."""
+"""Normalisation layers: BatchNorm1d and BatchNorm2d (batch statistics, running averages) and LayerNorm1d."""
 from .. import init
 from ..autograd import Tensor
 from ..backend_ndarray import NDArray
@@ -85,6 +85,40 @@ class BatchNorm1d(Module):
 
     def extra_repr(self):
         return f"{self.dim}, eps={self.eps}, momentum={self.momentum}"
+
+
+class BatchNorm2d(BatchNorm1d):
+    """BatchNorm1d over the channels of NCHW images: statistics per channel over (N, H, W).
+
+    The course's semantics: the image batch is viewed as ``(N * H * W, C)`` rows and normalised
+    as BatchNorm1d does (same parameters, running statistics and ``momentum``).
+
+    Args:
+        dim: number of channels (axis 1 of the input).
+        eps: added to the variance before the square root.
+        momentum: weight of the new batch in the running statistics.
+
+    Example:
+        >>> import numpy as np, needle as ndl
+        >>> bn = ndl.nn.BatchNorm2d(2)
+        >>> x = ndl.Tensor(np.arange(16.0).reshape(2, 2, 2, 2))
+        >>> y = bn(x).numpy()
+        >>> y.shape, [round(float(y[:, c].mean()), 6) for c in range(2)]
+        ((2, 2, 2, 2), [0.0, 0.0])
+        >>> [round(m, 3) for m in bn.running_mean.numpy().tolist()]
+        [0.55, 0.95]
+    """
+
+    def forward(self, x):
+        if len(x.shape) != 4 or x.shape[1] != self.dim:
+            raise ValueError(
+                f"BatchNorm2d({self.dim}) needs NCHW input of shape (batch, {self.dim}, height, width), got {x.shape}"
+            )
+        batch, channels, height, width = x.shape
+        # NOTE: NCHW -> NHWC by two swaps, so that each row of the reshape is one pixel's channels.
+        rows = x.transpose((1, 2)).transpose((2, 3)).reshape((batch * height * width, channels))
+        out = super().forward(rows)
+        return out.reshape((batch, height, width, channels)).transpose((2, 3)).transpose((1, 2))
 
 
 class LayerNorm1d(Module):

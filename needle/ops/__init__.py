@@ -34,6 +34,7 @@ from .ops_shape import (
     Dilate,
     Flip,
     MatMul,
+    Pad,
     Reshape,
     Stack,
     Summation,
@@ -44,6 +45,7 @@ from .ops_shape import (
     dilate,
     flip,
     matmul,
+    pad,
     reshape,
     stack,
     sum_to_shape,
@@ -65,3 +67,4 @@ from .ops_logarithmic import LogSoftmax, LogSumExp, logsoftmax, logsumexp
 from .ops_fused import LinearOp, SoftmaxCrossEntropy, linear, softmax_cross_entropy
 from .ops_sequence import LSTMCellOp, LSTMLayerOp, RNNLayerOp, lstm_cell, lstm_layer, rnn_layer
 from .ops_embedding import EmbeddingGradient, EmbeddingLookup, embedding
+from .ops_conv import Conv, conv

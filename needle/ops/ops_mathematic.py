@@ -25,6 +25,7 @@ from .ops_shape import (  # noqa: F401
     undilate,
 )
 from .ops_tuple import Split, split  # noqa: F401,E402  (the course's ops_mathematic holds split)
+from .ops_conv import Conv, conv  # noqa: F401,E402  (the course defines conv in ops_mathematic)
 
 
 def _make(raw, device):

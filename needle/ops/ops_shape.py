@@ -352,3 +352,45 @@ class UnDilate(TensorOp):
 def undilate(a, axes, dilation):
     return UnDilate(axes, dilation)(a)
 
+
+
+class Pad(TensorOp):
+    """Add zeros around ``a``: ``axes`` holds one ``(before, after)`` pair per dimension.
+
+    A negative width removes that many elements instead, as PyTorch's ``F.pad`` does, so the
+    gradient of a pad is the pad with every width negated (and gradients of gradients work).
+
+    Example:
+        >>> import needle as ndl
+        >>> x = ndl.Tensor([[1.0, 2.0, 3.0]])
+        >>> ndl.ops.pad(x, ((1, 0), (0, 1))).numpy().tolist()
+        [[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 0.0]]
+        >>> ndl.ops.pad(x, ((0, 0), (-1, 0))).numpy().tolist()
+        [[2.0, 3.0]]
+    """
+
+    def __init__(self, axes):
+        self.axes = tuple((int(before), int(after)) for before, after in axes)
+
+    def compute(self, a: NDArray):
+        if len(self.axes) != a.ndim:
+            raise ValueError(
+                f"Pad needs one (before, after) pair per dimension: got {len(self.axes)} pairs "
+                f"{self.axes} for a tensor of shape {a.shape}"
+            )
+        crop = []
+        for size, (before, after) in zip(a.shape, self.axes):
+            start, stop = max(-before, 0), size - max(-after, 0)
+            if stop < start:
+                raise ValueError(f"Pad: widths {self.axes} remove more than the {size} elements of shape {a.shape}")
+            crop.append(slice(start, stop))
+        kept = a[tuple(crop)] if any(before < 0 or after < 0 for before, after in self.axes) else a
+        grow = tuple((max(before, 0), max(after, 0)) for before, after in self.axes)
+        return kept.pad(grow) if any(before or after for before, after in grow) else kept.compact()
+
+    def gradient(self, out_grad, node):
+        return pad(out_grad, tuple((-before, -after) for before, after in self.axes))
+
+
+def pad(a, axes):
+    return Pad(axes)(a)
