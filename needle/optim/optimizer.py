@@ -8,6 +8,7 @@ import numbers
 
 import numpy
 
+from ..autograd import mark_data_changed
 
 class Optimizer:
     """Base class: ``step()`` updates the parameters, ``reset_grad()`` clears their gradients.
@@ -50,6 +51,7 @@ class Optimizer:
             if grad is None:
                 continue
             data = param.realize_cached_data()
+            mark_data_changed(param)  # graphs built from the old values can no longer backward()
             yield param, data.raw, grad.realize_cached_data().raw, data.device.fused
 
     # ---- state ------------------------------------------------------------------------------
