@@ -29,19 +29,28 @@ class LogSumExp(TensorOp):
         result = result.reshape(_reduced_shape(z.shape, axes))
         return NDArray.make(xp.asarray(result), z.device)
 
+    # NOTE: the gradient is softmax(z) over ``axes``, computed from z shifted by its max, never
+    # as exp(z - logsumexp(z)): in float32, logsumexp(z) for z near 1e9 rounds to the max itself
+    # (1e9 + log 2 == 1e9), and the weights would sum to 2 instead of 1.
     def gradient(self, out_grad, node):
+        from ..tensor import Tensor
+
         z = node.inputs[0]
-        kept = _kept_shape(z.shape, normalize_axes(self.axes, len(z.shape)))
-        lse = broadcast_to(reshape(node, kept), z.shape)
-        grad = broadcast_to(reshape(out_grad, kept), z.shape)
-        return grad * exp(z - lse)
+        z_data = z.realize_cached_data()
+        axes = normalize_axes(self.axes, z_data.ndim)
+        kept = _kept_shape(z_data.shape, axes)
+        # The shift is a constant: softmax does not depend on it, so its gradient graph is exact.
+        top = Tensor.make_const(NDArray.make(_stable_max(z_data, axes), z_data.device))
+        weights = exp(z - top)
+        return reshape(out_grad, kept) * weights / reshape(summation(weights, axes), kept)
 
     def gradient_data(self, out_grad, node):
         z = node.inputs[0].cached_data
-        kept = _kept_shape(z.shape, normalize_axes(self.axes, z.ndim))
+        axes = normalize_axes(self.axes, z.ndim)
         xp = z.device.xp
-        softmax = xp.exp(z.raw - node.cached_data.raw.reshape(kept))
-        return (NDArray.make(out_grad.raw.reshape(kept) * softmax, z.device),)
+        weights = xp.exp(z.raw - _stable_max(z, axes))
+        weights /= weights.sum(axis=axes, keepdims=True)
+        return (NDArray.make(out_grad.raw.reshape(_kept_shape(z.shape, axes)) * weights, z.device),)
 
 
 def logsumexp(a, axes=None):
