@@ -37,12 +37,13 @@ _DATA_CLOCK = 0
 _DATA_CLOCK_LOCK = threading.Lock()  # keeps the clock monotonic when threads change data at once
 
 
-def mark_data_changed(value: "Value") -> None:
-    """Record that ``value``'s array was replaced or updated in place.
+def mark_data_changed(*values: "Value") -> None:
+    """Record that the arrays of ``values`` were replaced or updated in place.
 
     Graph nodes computed before the change can no longer be differentiated correctly, and
-    ``backward()`` through them raises. ``Tensor.data = ...`` and the optimizers' steps call it;
-    code that writes into a tensor's array itself should too.
+    ``backward()`` through them raises. ``Tensor.data = ...`` and the optimizers' steps call it
+    (once a step, for all the parameters they update); code that writes into a tensor's array
+    itself should too.
 
     Example:
         >>> import needle as ndl
@@ -58,7 +59,8 @@ def mark_data_changed(value: "Value") -> None:
     global _DATA_CLOCK
     with _DATA_CLOCK_LOCK:
         _DATA_CLOCK += 1
-        value._data_set_at = _DATA_CLOCK
+        for value in values:
+            value._data_set_at = _DATA_CLOCK
 
 
 class GraphSnapshot(NamedTuple):

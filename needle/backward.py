@@ -70,8 +70,9 @@ def check_graph_unchanged(order):
         computed_at = node._computed_at
         if node._data_set_at != computed_at:
             raise RuntimeError(_stale_message(node, f"the output of {type(node.op).__name__}"))
-        for index, x in enumerate(node.inputs):
+        for x in node.inputs:
             if x._data_set_at > computed_at:
+                index = next(i for i, y in enumerate(node.inputs) if y is x)
                 raise RuntimeError(_stale_message(x, f"input {index} of {type(node.op).__name__}"))
 
 

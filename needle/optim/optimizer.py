@@ -46,13 +46,11 @@ class Optimizer:
         ``weight`` is the parameter's raw array (to update in place), ``gradient`` the raw
         gradient, ``fused`` the fused routines of the parameter's device, which do the update.
         """
-        for param in self.params:
-            grad = param.grad
-            if grad is None:
-                continue
+        updated = [param for param in self.params if param.grad is not None]
+        mark_data_changed(*updated)  # graphs built from the old values can no longer backward()
+        for param in updated:
             data = param.realize_cached_data()
-            mark_data_changed(param)  # graphs built from the old values can no longer backward()
-            yield param, data.raw, grad.realize_cached_data().raw, data.device.fused
+            yield param, data.raw, param.grad.realize_cached_data().raw, data.device.fused
 
     # ---- state ------------------------------------------------------------------------------
     def _extra_state(self):
