@@ -6,7 +6,14 @@ With ``LAZY_MODE = True`` the compute waits until something needs the data.
 
 Counters are kept O(1) per node and read with :func:`snapshot`: ``TENSOR_COUNTER`` is the number
 of live Values (the course's counter); graph nodes are the live Values that have an op.
+
+Data versions: every Value records the data clock when its array was last set, and every graph
+node the clock when it was computed. Replacing a value's array (``x.data = ...``) or updating it
+in place (an optimizer step) advances the clock through :func:`mark_data_changed`, so
+``backward()`` can tell that a graph was built from values that have changed since, as PyTorch's
+version counters do, at the cost of two integer stores per node.
 """
+import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 
@@ -24,6 +31,36 @@ _BACKWARD_CALLS = 0
 _SPENT_MARKED = 0  # graph nodes that some backward() has traversed ("spent"), cumulative
 _SPENT_FREED = 0
 _BYTES_BY_DEVICE: Dict[str, int] = {"cpu": 0}
+
+# ---- the data clock: advanced by every change of a value's array after it was made ------------
+_DATA_CLOCK = 0
+_DATA_CLOCK_LOCK = threading.Lock()  # keeps the clock monotonic when threads change data at once
+
+
+def mark_data_changed(*values: "Value") -> None:
+    """Record that the arrays of ``values`` were replaced or updated in place.
+
+    Graph nodes computed before the change can no longer be differentiated correctly, and
+    ``backward()`` through them raises. ``Tensor.data = ...`` and the optimizers' steps call it
+    (once a step, for all the parameters they update); code that writes into a tensor's array
+    itself should too.
+
+    Example:
+        >>> import needle as ndl
+        >>> x = ndl.Tensor([1.0, 2.0])
+        >>> y = (x * x).sum()
+        >>> ndl.autograd.mark_data_changed(x)  # e.g. after writing into x.cached_data
+        >>> try:
+        ...     y.backward()
+        ... except RuntimeError as error:
+        ...     print(str(error).split(":")[0])
+        backward() cannot use this graph
+    """
+    global _DATA_CLOCK
+    with _DATA_CLOCK_LOCK:
+        _DATA_CLOCK += 1
+        for value in values:
+            value._data_set_at = _DATA_CLOCK
 
 
 class GraphSnapshot(NamedTuple):
@@ -219,6 +256,8 @@ class Value:
         "_nbytes",  # bytes this value added to the live-memory counter
         "_memory_device",  # which device's counter those bytes went to
         "_spent",  # True once a backward() has traversed this node
+        "_data_set_at",  # the data clock when this value's array was last set (made or changed)
+        "_computed_at",  # graph nodes only: the data clock when the array was computed from the inputs
         "__weakref__",
     )
 
@@ -267,6 +306,7 @@ class Value:
             return data
         for node in _unrealized_in_topo_order(self):
             node._set_cached_data(_compute(node.op, node.inputs))
+            node._computed_at = node._data_set_at = _DATA_CLOCK
         return self.cached_data
 
     def _set_cached_data(self, data):
@@ -275,6 +315,11 @@ class Value:
             self._nbytes = 0
         self.cached_data = data
         self._count_bytes(data)
+
+    def _replace_data(self, data):
+        """Give this value a new array: graphs that used the old one can no longer be differentiated."""
+        self._set_cached_data(data)
+        mark_data_changed(self)
 
     def is_leaf(self):
         return self.op is None
@@ -310,8 +355,10 @@ def _fill(value, op, inputs, data, requires_grad):
     global TENSOR_COUNTER, _VALUES_CREATED, _NODES_CREATED
     TENSOR_COUNTER += 1
     _VALUES_CREATED += 1
+    value._data_set_at = _DATA_CLOCK
     if op is not None:
         _NODES_CREATED += 1
+        value._computed_at = _DATA_CLOCK
     value.op = op
     value.inputs = inputs
     value.requires_grad = requires_grad
@@ -462,6 +509,7 @@ __all__ = [
     "compute_gradient_of_variables",
     "find_topo_sort",
     "is_spent",
+    "mark_data_changed",
     "owned_bytes",
     "snapshot",
     "sum_node_list",

@@ -1,6 +1,24 @@
-"""Reverse-mode differentiation over the graph: topological order, then adjoints summed per node."""
+"""Reverse-mode differentiation over the graph: topological order, then adjoints summed per node.
+
+Two paths share the rules below. ``compute_gradient_of_variables`` (``backward()``, the course's)
+builds gradients as Tensor graphs and gives every node of the graph its ``.grad``;
+``compute_gradient_data`` (``backward(create_graph=False)``) works on arrays and sets ``.grad``
+only on the leaves that require it.
+
+- A node's gradient has the node's dtype: a float32 leaf added to a float64 tensor gets a
+  float32 ``.grad`` (the forward follows numpy's promotion; the gradient is cast back, as in
+  PyTorch).
+- Gradients are defined for floating-point values only: integer and bool values (class labels,
+  masks) get none, and nothing flows through them.
+- A node that no gradient reaches (an op gives ``None`` for it, e.g. the labels of a loss)
+  keeps its ``.grad`` as it was.
+- Before any ``.grad`` is written, every node is checked against the data clock: a graph built
+  from a value whose array has changed since (``x.data = ...``, an optimizer step) raises.
+"""
 import operator
 from functools import reduce
+
+from .backend_ndarray import NDArray
 
 
 def find_topo_sort(node_list, prune_constants=False):
@@ -40,39 +58,101 @@ def sum_node_list(node_list):
     return reduce(operator.add, node_list)
 
 
-def compute_gradient_of_variables(output_tensor, out_grad):
-    """Store in ``.grad`` of every node that needs it the gradient of ``output_tensor``.
+def check_graph_unchanged(order):
+    """Raise RuntimeError if a node of ``order`` was computed from data that has changed since.
 
-    Gradients are Tensor graphs themselves (the course's semantics), so the gradient of a
-    gradient can be taken. Returns the nodes traversed, in topological order.
+    A node is stale when one of its inputs' arrays, or its own, was set after the node was
+    computed: its gradient would mix the new values with the old result.
     """
-    grads_by_node = {output_tensor: [out_grad]}
-    order = find_topo_sort([output_tensor], prune_constants=True)
-    for node in reversed(order):
-        grad = sum_node_list(grads_by_node.pop(node))
+    for node in order:
         if node.op is None:
-            node.grad = grad
             continue
-        # NOTE: an inner node keeps its gradient's value, detached: the gradient graph refers to
-        # the nodes that use this one, so keeping the graph would make a reference cycle that
-        # only the garbage collector could free. Leaves keep the graph (gradient of gradient).
+        computed_at = node._computed_at
+        if node._data_set_at != computed_at:
+            raise RuntimeError(_stale_message(node, f"the output of {type(node.op).__name__}"))
+        for x in node.inputs:
+            if x._data_set_at > computed_at:
+                index = next(i for i, y in enumerate(node.inputs) if y is x)
+                raise RuntimeError(_stale_message(x, f"input {index} of {type(node.op).__name__}"))
+
+
+def _stale_message(value, role):
+    data = value.cached_data
+    what = f"shape {data.shape}, dtype {data.dtype}" if isinstance(data, NDArray) else "a tuple"
+    return (
+        f"backward() cannot use this graph: a {type(value).__name__} ({what}), {role}, had its data "
+        "changed after the graph was built (by `.data = ...`, load_state_dict, Module.to or "
+        "mark_data_changed), so the gradient would mix old and new values. Run the forward pass again after "
+        "changing it, then call backward(); to change a tensor and keep the graph, change a copy "
+        "(ndl.Tensor(x))."
+    )
+
+
+def _node_dtype(node):
+    """The dtype of ``node``'s array; None for a TensorTuple (its items carry their own)."""
+    data = node.cached_data
+    return data.raw.dtype if data.__class__ is NDArray else None
+
+
+def compute_gradient_of_variables(output_tensor, out_grad):
+    """Store in ``.grad`` of every node of the graph the gradient of ``output_tensor``.
+
+    The course's semantics: every node is visited, constants included, so a data batch or a
+    detached weight gets its ``.grad`` too. Gradients are Tensor graphs themselves, so the
+    gradient of a gradient can be taken. Returns the nodes traversed, in topological order.
+    """
+    order = find_topo_sort([output_tensor])
+    check_graph_unchanged(order)
+    grads_by_node = {output_tensor: [out_grad]}
+    for node in reversed(order):
+        grads = grads_by_node.pop(node, None)
+        if grads is None:
+            continue  # no gradient reaches it: an op defines none for it (labels)
+        grad = sum_node_list(grads)
+        dtype = _node_dtype(node)
+        if dtype is not None and grad.dtype != dtype:
+            if dtype.kind != "f":
+                continue  # an integer or bool value: no gradient is defined
+            from .ops.ops_mathematic import astype
+
+            grad = astype(grad, dtype)
+        if node.op is None and node.requires_grad:
+            node.grad = grad  # a leaf keeps the graph: its gradient can be differentiated
+            continue
+        # NOTE: other nodes keep their gradient's value, detached. An inner node's gradient
+        # graph refers to the nodes that use it, so keeping it would make a reference cycle
+        # that only the garbage collector could free; a constant (a data batch, a detached
+        # weight) that outlives the step would keep this step's graphs alive through it.
         node.grad = grad.detach()
-        for x, grad in zip(node.inputs, node.op.gradient_as_tuple(grad, node)):
-            if x.requires_grad:
-                grads_by_node.setdefault(x, []).append(grad)
+        if node.op is None:
+            continue
+        for x, input_grad in zip(node.inputs, node.op.gradient_as_tuple(grad, node)):
+            if input_grad is not None:
+                grads_by_node.setdefault(x, []).append(input_grad)
     return order
 
 
 def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     """The fast path of ``backward(create_graph=False)``: arrays only, no graph built.
 
-    Only leaves that require a gradient get ``.grad`` (made by ``make_leaf_grad``); inner nodes
-    keep none, so nothing of the backward pass outlives it. Returns the nodes traversed.
+    Only the nodes that require a gradient are visited; leaves among them get ``.grad`` (made
+    by ``make_leaf_grad``), inner nodes keep none, so nothing of the backward pass outlives it.
+    Returns the nodes traversed.
     """
-    grads_by_node = {output_tensor: out_grad}
     order = find_topo_sort([output_tensor], prune_constants=True)
+    check_graph_unchanged(order)
+    grads_by_node = {output_tensor: out_grad}
     for node in reversed(order):
-        grad = grads_by_node.pop(node)
+        grad = grads_by_node.pop(node, None)
+        if grad is None:
+            continue  # requires grad, but no gradient reaches it (integer labels of a loss)
+        data = node.cached_data
+        if data.__class__ is NDArray:
+            dtype = data.raw.dtype
+            if grad.raw.dtype is not dtype and grad.raw.dtype != dtype:
+                if dtype.kind != "f":
+                    continue  # an integer or bool value: no gradient is defined
+                grad = grad.astype(dtype)
         op = node.op
         if op is None:
             node.grad = make_leaf_grad(grad)

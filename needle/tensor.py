@@ -168,7 +168,7 @@ class Tensor(Value):
                 f"cannot assign data of dtype {new_data.dtype} to a tensor of dtype {self.dtype}: "
                 f"convert it first, e.g. ndl.Tensor(value, dtype='{self.dtype}')"
             )
-        self._set_cached_data(new_data)
+        self._replace_data(new_data)
 
     def detach(self):
         """A new leaf Tensor sharing this one's array, with no inputs and no op."""
@@ -261,10 +261,24 @@ class Tensor(Value):
         """Compute gradients of this tensor with respect to every tensor it depends on.
 
         Args:
-            out_grad: the gradient flowing in; may be omitted for a one-element tensor.
+            out_grad: the gradient flowing in, of this tensor's shape. Omitted, it is all ones,
+                as in the course, also for a tensor of many elements (PyTorch raises there):
+                ``y.backward()`` then gives the gradient of ``y.sum()``.
             create_graph: True (the course's default) builds the gradients as Tensor graphs,
-                so gradients of gradients work and every node's ``.grad`` is set. False runs
-                the fast path: plain arrays, only leaves get ``.grad``, no graph is kept.
+                so gradients of gradients work, and every node of the graph gets its ``.grad``,
+                constants included (a data batch, a detached weight). False runs the fast
+                path: plain arrays, only leaves that require grad get ``.grad``, no graph is kept.
+
+        Each ``.grad`` has its tensor's dtype; integer and bool tensors (labels) get none. It
+        raises RuntimeError when this tensor needs no gradient, and when a tensor of the graph
+        had its data changed after the graph was built (then no ``.grad`` is touched).
+
+        Example:
+            >>> import needle as ndl
+            >>> x = ndl.Tensor([1.0, 2.0, 3.0])
+            >>> (x * x).backward()  # seeded with ones: the gradient of (x * x).sum()
+            >>> x.grad  # a graph itself (op=...), so that it can be differentiated again
+            needle.Tensor([2. 4. 6.], op=EWiseAdd)
         """
         if not self.requires_grad:
             raise RuntimeError(
@@ -273,12 +287,13 @@ class Tensor(Value):
                 "parameter. Create the inputs with requires_grad=True and compute it outside no_grad()."
             )
         data = self.realize_cached_data()
+        if data.dtype.kind != "f":
+            raise RuntimeError(
+                f"backward() needs a floating-point tensor, this one has dtype {data.dtype}: "
+                "gradients are defined for float tensors only (compute the loss in float32)"
+            )
         if out_grad is None:
-            if data.size != 1:
-                raise RuntimeError(
-                    f"backward() without out_grad needs a one-element tensor, got shape {data.shape}: "
-                    "reduce it first (e.g. loss.sum().backward()) or pass out_grad of the same shape"
-                )
+            # NOTE: all ones whatever the shape, as the course's backward seeds (PyTorch raises).
             out_grad_data = NDArray.wrap(data.device.xp.ones(data.shape, dtype=data.dtype), data.device)
         else:
             out_grad_data = out_grad.realize_cached_data() if isinstance(out_grad, Value) else NDArray(

@@ -28,22 +28,19 @@ class LinearOp(TensorOp):
         x, weight = node.inputs[0], node.inputs[1]
         features_in, features_out = weight.shape
         grad_flat = out_grad if out_grad.ndim == 2 else reshape(out_grad, (-1, features_out))
-        # NOTE: no gradient graph is built for an input that needs none (a first layer's batch),
-        # and the products take their operands transposed in place: one node each.
-        grad_x = MatMul(False, True)(out_grad, weight) if x.requires_grad else None
-        grad_weight = None
-        if weight.requires_grad:
-            x_flat = x if x.ndim == 2 else reshape(x, (-1, features_in))
-            grad_weight = MatMul(True, False)(x_flat, grad_flat)
+        # NOTE: every input gets its gradient, also one that needs none (a first layer's batch),
+        # as the course's backward() gives every node its .grad; the fast path skips those.
+        # The products take their operands transposed in place: one node each.
+        grad_x = MatMul(False, True)(out_grad, weight)
+        x_flat = x if x.ndim == 2 else reshape(x, (-1, features_in))
+        grad_weight = MatMul(True, False)(x_flat, grad_flat)
         if len(node.inputs) == 2:
             return grad_x, grad_weight
         bias = node.inputs[2]
-        grad_bias = None
-        if bias.requires_grad:
-            if bias.ndim <= 2:
-                grad_bias = sum_to_shape(grad_flat, bias.shape)
-            else:
-                grad_bias = reshape(summation(grad_flat, axes=(0,)), bias.shape)
+        if bias.ndim <= 2:
+            grad_bias = sum_to_shape(grad_flat, bias.shape)
+        else:
+            grad_bias = reshape(summation(grad_flat, axes=(0,)), bias.shape)
         return grad_x, grad_weight, grad_bias
 
     def gradient_data(self, out_grad, node):

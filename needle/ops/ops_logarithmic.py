@@ -27,18 +27,27 @@ class LogSumExp(TensorOp):
         result = total.log() + top
         return result.reshape(_reduced_shape(z.shape, axes))
 
+    # NOTE: the gradient is softmax(z) over ``axes``, computed from z shifted by its max, never
+    # as exp(z - logsumexp(z)): in float32, logsumexp(z) for z near 1e9 rounds to the max itself
+    # (1e9 + log 2 == 1e9), and the weights would sum to 2 instead of 1.
     def gradient(self, out_grad, node):
+        from ..tensor import Tensor
+
         z = node.inputs[0]
-        kept = _kept_shape(z.shape, normalize_axes(self.axes, len(z.shape)))
-        lse = broadcast_to(reshape(node, kept), z.shape)
-        grad = broadcast_to(reshape(out_grad, kept), z.shape)
-        return grad * exp(z - lse)
+        z_data = z.realize_cached_data()
+        axes = normalize_axes(self.axes, z_data.ndim)
+        kept = _kept_shape(z_data.shape, axes)
+        # The shift is a constant: softmax does not depend on it, so its gradient graph is exact.
+        top = Tensor.make_const(_stable_max(z_data, axes))
+        weights = exp(z - top)
+        return reshape(out_grad, kept) * weights / reshape(summation(weights, axes), kept)
 
     def gradient_data(self, out_grad, node):
         z = node.inputs[0].cached_data
-        kept = _kept_shape(z.shape, normalize_axes(self.axes, z.ndim))
-        softmax = (z - node.cached_data.reshape(kept)).exp()
-        return (out_grad.reshape(kept) * softmax,)
+        axes = normalize_axes(self.axes, z.ndim)
+        weights = (z - _stable_max(z, axes)).exp()
+        weights = weights / weights.sum(axis=axes, keepdims=True)
+        return (out_grad.reshape(_kept_shape(z.shape, axes)) * weights,)
 
 
 def logsumexp(a, axes=None):

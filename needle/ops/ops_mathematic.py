@@ -1,6 +1,16 @@
-"""Element-wise arithmetic and activations: each op a class plus the course's function name."""
+"""Element-wise arithmetic and activations: each op a class plus the course's function name.
+
+Dtypes follow numpy's promotion in the forward pass. Two tensors give the wider type (float32 +
+float64 -> float64, int64 * float32 -> float64). A scalar keeps a float tensor's dtype (float32 *
+2.5 -> float32); a float scalar makes an integer tensor float64 (int64 + 0.5 -> float64). A
+scalar is a Python number, a numpy scalar or a one-element array, all taken as the Python number
+they hold, so ``t * np.float64(2)`` stays float32. Gradients do not promote: every tensor's
+``.grad`` has that tensor's own dtype (see ``needle.backward``).
+"""
+import numpy
+
 from ..autograd import TensorOp
-from ..backend_ndarray import NDArray
+from ..backend_ndarray import NDArray, resolve_dtype
 from ._shapes import python_scalar, unbroadcast, unbroadcast_data
 
 # Shape, reduction and matmul ops live in ops_shape; re-exported here for course imports.
@@ -32,6 +42,29 @@ def _make(raw, device):
     return NDArray.wrap(raw, device)
 
 
+def scalar_value(scalar, op_name: str):
+    """The Python number a scalar op uses: ``scalar`` itself, a numpy scalar's value, or the one
+    element of a one-element array (numpy, CuPy or NDArray), as the course's scalar ops accept.
+
+    A larger array is refused with a TypeError naming the op and the array's shape.
+
+    Example:
+        >>> import numpy as np
+        >>> scalar_value(np.array([2.5], dtype=np.float32), "MulScalar")
+        2.5
+    """
+    array = scalar.raw if isinstance(scalar, NDArray) else scalar
+    if isinstance(array, numpy.ndarray) or hasattr(array, "__cuda_array_interface__"):
+        if array.size != 1:
+            raise TypeError(
+                f"{op_name} takes a Python number, got {type(scalar).__name__} of shape {array.shape}: "
+                "a scalar op takes a number or a one-element array; for an array operand make it a "
+                "Tensor and use the element-wise op (e.g. a * ndl.Tensor(array))"
+            )
+        scalar = array.item()
+    return python_scalar(scalar, op_name)
+
+
 class EWiseAdd(TensorOp):
     """a + b, with numpy broadcasting (gradients are summed back to each input's shape)."""
 
@@ -55,7 +88,7 @@ class AddScalar(TensorOp):
     """a + scalar."""
 
     def __init__(self, scalar):
-        self.scalar = python_scalar(scalar, "AddScalar")
+        self.scalar = scalar_value(scalar, "AddScalar")
 
     def compute(self, a: NDArray):
         return a + self.scalar
@@ -97,7 +130,7 @@ class MulScalar(TensorOp):
     """a * scalar."""
 
     def __init__(self, scalar):
-        self.scalar = python_scalar(scalar, "MulScalar")
+        self.scalar = scalar_value(scalar, "MulScalar")
 
     def compute(self, a: NDArray):
         return a * self.scalar
@@ -114,16 +147,30 @@ def mul_scalar(a, scalar):
 
 
 class EWisePow(TensorOp):
-    """a ** b element-wise; the gradient in b needs a > 0."""
+    """a ** b element-wise; the gradient in b is real where a > 0, and 0 where a == 0 and b >= 0."""
 
     def compute(self, a: NDArray, b: NDArray):
         return a**b
 
     def gradient(self, out_grad, node):
         a, b = node.inputs
-        grad_a = out_grad * b * a ** (b - 1)
-        grad_b = out_grad * node * log(a)
+        a_data, b_data = a.realize_cached_data(), b.realize_cached_data()
+        # NOTE: as in PyTorch, d(a**b)/db = a**b * log(a) is taken as 0 where a == 0 and b >= 0
+        # (0 * log 0 would be nan), and d(a**b)/da = b * a**(b - 1) as 0 where b == 0. Adding 1
+        # to a at those points (a constant mask) keeps both formulas finite and differentiable.
+        a_zero = (a_data == 0).astype(a_data.dtype)
+        base_for_a = a + _constant(a_zero * (b_data == 0).astype(a_data.dtype))
+        base_for_b = a + _constant(a_zero * (b_data >= 0).astype(a_data.dtype))
+        grad_a = out_grad * b * base_for_a ** (b - 1)
+        grad_b = out_grad * node * log(base_for_b)
         return unbroadcast(grad_a, a.shape), unbroadcast(grad_b, b.shape)
+
+
+def _constant(array: NDArray):
+    """``array`` as a constant Tensor (a mask the gradient adds, with no gradient of its own)."""
+    from ..tensor import Tensor
+
+    return Tensor.make_const(array)
 
 
 def power(a, b):
@@ -134,12 +181,14 @@ class PowerScalar(TensorOp):
     """a ** scalar, for a number ``scalar`` (integer or not)."""
 
     def __init__(self, scalar):
-        self.scalar = python_scalar(scalar, "PowerScalar")
+        self.scalar = scalar_value(scalar, "PowerScalar")
 
     def compute(self, a: NDArray):
         return a**self.scalar
 
     def gradient(self, out_grad, node):
+        if self.scalar == 0:
+            return out_grad * 0  # NOTE: a ** 0 is 1 everywhere, also at a == 0 (PyTorch's rule)
         a = node.inputs[0]
         return out_grad * self.scalar * a ** (self.scalar - 1)
 
@@ -169,7 +218,7 @@ class DivScalar(TensorOp):
     """a / scalar."""
 
     def __init__(self, scalar):
-        self.scalar = python_scalar(scalar, "DivScalar")
+        self.scalar = scalar_value(scalar, "DivScalar")
 
     def compute(self, a: NDArray):
         return a / self.scalar
@@ -307,3 +356,33 @@ class Sigmoid(TensorOp):
 
 def sigmoid(a):
     return Sigmoid()(a)
+
+
+class AsType(TensorOp):
+    """``a`` converted to ``dtype``; the gradient is converted back to ``a``'s dtype.
+
+    ``backward`` uses it to give each node a gradient of the node's own dtype.
+    """
+
+    def __init__(self, dtype):
+        self.dtype = resolve_dtype(dtype)
+
+    def compute(self, a: NDArray):
+        return a.astype(self.dtype)
+
+    def gradient(self, out_grad, node):
+        return astype(out_grad, node.inputs[0].dtype)
+
+    def gradient_data(self, out_grad, node):
+        return (out_grad.astype(node.inputs[0].cached_data.dtype),)
+
+
+def astype(a, dtype):
+    """``a`` as ``dtype`` (a numpy dtype or its name), differentiably.
+
+    Example:
+        >>> import needle as ndl
+        >>> astype(ndl.Tensor([1.5, 2.0]), "float64").dtype
+        dtype('float64')
+    """
+    return AsType(dtype)(a)

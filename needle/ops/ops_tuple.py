@@ -82,10 +82,10 @@ class FusedAddScalars(TensorTupleOp):
     """``(a + c0, a + c1)`` as one node: the course's example of an op with two outputs."""
 
     def __init__(self, c0: float, c1: float):
-        from ._shapes import python_scalar
+        from .ops_mathematic import scalar_value
 
-        self.c0 = python_scalar(c0, "FusedAddScalars")
-        self.c1 = python_scalar(c1, "FusedAddScalars")
+        self.c0 = scalar_value(c0, "FusedAddScalars")
+        self.c1 = scalar_value(c1, "FusedAddScalars")
 
     def compute(self, a):
         return a + self.c0, a + self.c1

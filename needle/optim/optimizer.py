@@ -66,6 +66,10 @@ class Optimizer:
                 + "\n  ".join(problems)
                 + "\n(set p.grad to a Tensor of p.shape, or let backward() compute it)"
             )
+        # NOTE: an optimizer step does not make older graphs stale (no mark_data_changed), as in
+        # the course's needle: a graph carried across steps (a recurrent state that is never
+        # detached) still backpropagates, through the weights as they are now, and the
+        # MemoryMonitor reports it as a leak with the detach() fix. PyTorch raises there instead.
         return found
 
     # ---- state ------------------------------------------------------------------------------

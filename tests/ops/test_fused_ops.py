@@ -110,13 +110,19 @@ def test_softmax_cross_entropy_gradient_of_gradient_equals_the_unfused_chain(dev
 
 
 @pytest.mark.parametrize("x_needs_grad", [True, False])
-def test_linear_builds_no_gradient_for_an_input_that_needs_none(x_needs_grad, device, graph_baseline):
-    x = ndl.Tensor(rng.normal(size=(3, 4)), device=device, requires_grad=x_needs_grad)
-    w = ndl.Tensor(rng.normal(size=(4, 2)), device=device)
+def test_linear_gradient_reaches_every_input_and_the_fast_path_only_those_that_need_it(x_needs_grad, device):
+    x_data, w_data = rng.normal(size=(3, 4)), rng.normal(size=(4, 2))
+    x = ndl.Tensor(x_data, device=device, requires_grad=x_needs_grad)
+    w = ndl.Tensor(w_data, device=device)
     out = ops.linear(x, w, ndl.Tensor(rng.normal(size=(1, 2)), device=device))
-    grads = out.op.gradient(ndl.Tensor(np.ones((3, 2)), device=device, requires_grad=False), out)
-    assert (grads[0] is not None) == x_needs_grad
+    ones = np.ones((3, 2))
+    grads = out.op.gradient(ndl.Tensor(ones, device=device, requires_grad=False), out)
+    # the course's backward() gives a batch that needs no gradient its .grad too
+    np.testing.assert_allclose(grads[0].numpy(), ones @ w_data.T, rtol=1e-5)
     assert grads[1].shape == (4, 2) and grads[2].shape == (1, 2)
+    fast = out.op.gradient_data(ndl.NDArray(ones, device=device, dtype="float32"), out)
+    assert (fast[0] is not None) == x_needs_grad
+    assert fast[1].shape == (4, 2) and fast[2].shape == (1, 2)
 
 
 def test_softmax_cross_entropy_backward_can_run_again(device, lazy_mode):
