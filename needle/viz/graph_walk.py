@@ -68,7 +68,7 @@ class Chain(NamedTuple):
 class GraphView(NamedTuple):
     """One look at the graph below ``root``: order, names, consumers and what collapses.
 
-    ``order`` lists inputs before the nodes that use them; ``names`` gives ``v0, v1, …`` in that
+    ``order`` lists inputs before the nodes that use them; ``names`` gives ``v1, v2, …`` in that
     order; ``hidden`` holds the nodes a collapsed chain stands for (its inner rungs and whatever
     only they use); ``collapsed`` maps the chain's last hidden rung (the first one met going
     from the output down) to the chain.
@@ -88,7 +88,7 @@ class GraphView(NamedTuple):
 def view_graph(root: Value, collapse: bool = True) -> GraphView:
     """Walk the graph below ``root`` once and decide what a drawing shows."""
     order = find_topo_sort([root])
-    names = {id(node): f"v{i}" for i, node in enumerate(order)}
+    names = {id(node): f"v{i}" for i, node in enumerate(order, start=1)}  # v1 first, as the lecture names them
     consumers: Dict[int, List[Value]] = {id(node): [] for node in order}
     for node in order:
         for x in node.inputs:

@@ -40,14 +40,14 @@ def node_line(node: Value, names: Optional[Dict[int, str]] = None, values: bool 
     """One node as a line: its id, op and inputs' ids, shape, dtype, device, requires_grad, data.
 
     The lecture's ``print_node``. Without ``names`` the ids are Python's ``id()``; ``print_graph``
-    passes its short names (``v0``, ``v1``, …).
+    passes its short names (``v1``, ``v2``, …).
 
     Example:
         >>> import needle as ndl
         >>> v1 = ndl.Tensor([0.0])
         >>> v2 = ndl.exp(v1)
-        >>> ndl.viz.node_line(v2, names={id(v1): "v0", id(v2): "v1"})
-        'v1 = Exp(v0)  shape=(1,)  float32  cpu  requires_grad=True  [1.]'
+        >>> ndl.viz.node_line(v2, names={id(v1): "v1", id(v2): "v2"})
+        'v2 = Exp(v1)  shape=(1,)  float32  cpu  requires_grad=True  [1.]'
     """
     def name(value):
         return names[id(value)] if names is not None else f"id{id(value)}"
@@ -107,7 +107,8 @@ def print_graph(
 ) -> None:
     """Print the graph that produced ``tensor``, from the output back to the leaves.
 
-    Nodes are named ``v0, v1, …`` in topological order (inputs first). Each line shows the op
+    Nodes are named ``v1, v2, …`` in topological order (inputs first), so the lecture's
+    ``v1 … v4`` print under their own names. Each line shows the op
     (or ``leaf``/``const``/``Parameter``), the names of its inputs, shape, dtype, device,
     ``requires_grad`` and, with ``values``, the first few elements. A node used by several others
     is printed once and referred to by name. A long run of nodes built the same way, one from the
@@ -128,10 +129,10 @@ def print_graph(
         >>> v3 = v2 + 1
         >>> v4 = v2 * v3
         >>> ndl.viz.print_graph(v4)
-        graph of v3: 4 nodes, 3 ops
-          v3 = EWiseMul(v1, v2)  shape=(1,)  float32  cpu  requires_grad=True  [2.]
-          v2 = AddScalar(v1)  shape=(1,)  float32  cpu  requires_grad=True  [2.]
-          v1 = Exp(v0)  shape=(1,)  float32  cpu  requires_grad=True  [1.]  (used by 2 nodes)
-          v0 = leaf  shape=(1,)  float32  cpu  requires_grad=True  [0.]
+        graph of v4: 4 nodes, 3 ops
+          v4 = EWiseMul(v2, v3)  shape=(1,)  float32  cpu  requires_grad=True  [2.]
+          v3 = AddScalar(v2)  shape=(1,)  float32  cpu  requires_grad=True  [2.]
+          v2 = Exp(v1)  shape=(1,)  float32  cpu  requires_grad=True  [1.]  (used by 2 nodes)
+          v1 = leaf  shape=(1,)  float32  cpu  requires_grad=True  [0.]
     """
     print(format_graph(tensor, max_nodes, values, python_ids, collapse), file=file or sys.stdout)

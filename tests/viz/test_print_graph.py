@@ -40,6 +40,7 @@ def test_lecture_graph_has_its_ops_edges_and_one_line_per_node():
     assert len(nodes) == 4 and len(lines) == 5  # a header and one line each: v2 is printed once
     names = {kind: name for name, (kind, _) in nodes.items()}
     mul, add, exp, leaf = names["EWiseMul"], names["AddScalar"], names["Exp"], names["leaf"]
+    assert (leaf, exp, add, mul) == ("v1", "v2", "v3", "v4")  # the lecture's own names
     assert nodes[mul][1] == [exp, add]  # v4 <- v2, v3
     assert nodes[add][1] == [exp]  # v3 <- v2
     assert nodes[exp][1] == [leaf]
