@@ -43,15 +43,18 @@ def _carried_name(finding: Finding) -> Optional[str]:
 
 
 def _iteration_graph(finding: Finding):
-    """The tops of one iteration's retained graph and all of its graph nodes (not those of
-    earlier iterations that it reads)."""
+    """The tops of one iteration's retained graph, its graph nodes and its constants (not
+    those of earlier iterations that it reads)."""
     nodes = finding.retained_nodes
     roots = _roots(nodes)
     recorded = {id(node) for node in nodes}
     earlier_inputs = [x for node in nodes for x in node.inputs if x.op is not None and id(x) not in recorded]
     earlier = {id(node) for node in needle.autograd.find_topo_sort(earlier_inputs)} if earlier_inputs else set()
-    mine = [node for node in needle.autograd.find_topo_sort(roots) if node.op is not None and id(node) not in earlier]
-    return roots, mine
+    reached = [node for node in needle.autograd.find_topo_sort(roots) if id(node) not in earlier]
+    mine = [node for node in reached if node.op is not None]
+    # this iteration's constants (its data batch) are kept too, with the gradients backward() gave them
+    constants = [node for node in reached if node.op is None and not node.requires_grad]
+    return roots, mine, constants
 
 
 def retained_summary(finding: Finding) -> Optional[str]:
@@ -64,7 +67,7 @@ def retained_summary(finding: Finding) -> Optional[str]:
     """
     if not finding.retained_nodes:
         return None
-    roots, mine = _iteration_graph(finding)
+    roots, mine, constants = _iteration_graph(finding)
     within = {id(node) for node in mine}
     name = _carried_name(finding) if finding.kind != CONTAINER else None
     outside = f"<previous {name}>" if name else "<earlier iteration>"
@@ -72,6 +75,7 @@ def retained_summary(finding: Finding) -> Optional[str]:
     if len(roots) > 2:
         spelled += f"; and {len(roots) - 2} more"
     nbytes = sum(needle.autograd.owned_bytes(node) + _gradient_bytes(node) for node in mine)
+    nbytes += sum(_gradient_bytes(node) for node in constants)  # the batch itself may be held anyway
     return f"each iteration keeps: {spelled} — {len(mine)} nodes, {_megabytes(nbytes)}"
 
 
