@@ -98,6 +98,7 @@ def test_integer_labels_get_no_gradient_on_both_paths(create_graph, device):
     assert logits.grad is not None and logits.grad.shape == (3, 4)
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 @BOTH_PATHS
 def test_an_integer_or_bool_input_of_an_arithmetic_op_gets_no_gradient(create_graph, device):
     x = ndl.Tensor([1.0, 2.0, 3.0], device=device)

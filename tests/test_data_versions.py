@@ -5,6 +5,8 @@ import pytest
 import needle as ndl
 from needle import nn, ops, optim
 
+pytestmark = pytest.mark.needle_backend("nd")  # asserts the float32 default
+
 BOTH_PATHS = pytest.mark.parametrize("create_graph", [True, False], ids=["course", "fast"])
 
 

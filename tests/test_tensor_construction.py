@@ -104,6 +104,7 @@ def test_assigning_strings_to_data_is_refused_and_the_tensor_is_unchanged():
     "data, dtype",
     [([True, False], np.float32), (np.array([True]), np.bool_), (np.array([1], dtype=np.uint8), np.uint8), (3, np.float32)],
 )
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_real_numbers_and_booleans_are_accepted(data, dtype):
     assert ndl.Tensor(data).dtype == dtype
 

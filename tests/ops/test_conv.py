@@ -64,6 +64,7 @@ def test_conv_forward_matches_reference(shape, kernel, stride, padding, device):
     np.testing.assert_allclose(out.numpy(), reference_conv(x, w, stride, padding), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.needle_backend("nd")  # asserts the float32 default
 def test_conv_keeps_float32(device):
     x, w = inputs_for((2, 6, 6, 3), 3)
     out = ops.conv(ndl.Tensor(x, device=device), ndl.Tensor(w, device=device), stride=1, padding=1)

@@ -5,6 +5,8 @@ import pytest
 import needle as ndl
 from needle import ops
 
+pytestmark = pytest.mark.needle_backend("nd")  # asserts the float32 default
+
 SCALAR_FUNCTIONS = [
     pytest.param(ops.add_scalar, lambda x, s: x + s, id="add_scalar"),
     pytest.param(ops.mul_scalar, lambda x, s: x * s, id="mul_scalar"),

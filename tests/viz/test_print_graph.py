@@ -3,10 +3,13 @@ import io
 import re
 
 import numpy as np
+import pytest
 
 import needle as ndl
 from needle import viz
 
+
+pytestmark = pytest.mark.needle_backend("nd")  # asserts the float32 default
 
 def graph_text(tensor, **options):
     out = io.StringIO()
