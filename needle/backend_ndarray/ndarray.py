@@ -190,6 +190,12 @@ class NDArray(CourseArrayInterface):
         if isinstance(other, numpy.generic):
             # NOTE: under numpy 2 a numpy float64 scalar would upcast a float32 array; a Python number does not.
             other = other.item()
+        if isinstance(other, int) and not isinstance(other, bool) and self.raw.dtype.kind in "iu":
+            limits = numpy.iinfo(self.raw.dtype)
+            if not limits.min <= other <= limits.max:
+                # NOTE: numpy 2 raises here (NEP 50); numpy 1 would silently switch to float64 or
+                # object arithmetic. Raising on both keeps one behaviour across the numpy range.
+                raise OverflowError(f"Python integer {other} out of bounds for {self.raw.dtype}")
         if self.raw.ndim == 0 and isinstance(other, (int, float)):
             # NOTE: numpy 1 treats a 0-d array as a scalar, so float32 0-d / 6 gave float64; numpy 2
             # keeps float32. Casting the Python number to the array's dtype gives numpy 2's result on both.
