@@ -1,5 +1,7 @@
 """Tensor: the Value users hold, with operators, conversion and ``backward``."""
-from typing import Sequence
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy
 
@@ -7,6 +9,10 @@ from . import autograd, backend_selection
 from .autograd import Value
 from .backend_ndarray import Device, NDArray, as_device, device_of, resolve_dtype
 from .backward import compute_gradient_data, compute_gradient_of_variables
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import DTypeLike
 
 # NOTE: a Tensor holds real numbers or booleans: numpy kinds b(ool), i(nt), u(nsigned), f(loat).
 _NUMERIC_KINDS = "biuf"
@@ -32,7 +38,7 @@ def check_numeric_dtype(dtype: numpy.dtype, given: str) -> None:
     )
 
 
-def _describe(array) -> str:
+def _describe(array: Any) -> str:
     """A short description of a constructor argument for error messages."""
     text = repr(array)
     if len(text) > 60:
@@ -40,7 +46,7 @@ def _describe(array) -> str:
     return f"{type(array).__name__} {text}"
 
 
-def _copy_of(data: NDArray, device, dtype) -> NDArray:
+def _copy_of(data: NDArray, device: Device | None, dtype: numpy.dtype | None) -> NDArray:
     """A new array with ``data``'s values on ``device`` as ``dtype`` (each None: keep ``data``'s)."""
     device = device or data.device
     if device is not data.device:
@@ -51,7 +57,7 @@ def _copy_of(data: NDArray, device, dtype) -> NDArray:
     return NDArray.wrap(data.raw.copy(), data.device)
 
 
-def _to_array(array, device, dtype):
+def _to_array(array: Any, device: Device, dtype: numpy.dtype | None) -> NDArray:
     """An NDArray on ``device`` from numpy/CuPy arrays, NDArrays or nested lists."""
     if dtype is not None:
         check_numeric_dtype(dtype, f"dtype={dtype.name!r}")
@@ -90,7 +96,7 @@ def _to_array(array, device, dtype):
     return NDArray.wrap(device.array(host, dtype=dtype), device)
 
 
-def _check_flag(value, name):
+def _check_flag(value: Any, name: str) -> bool:
     """``value`` as a bool, refusing anything but True/False (a typo'd ``"False"`` would be true)."""
     if isinstance(value, (bool, numpy.bool_)):
         return bool(value)
@@ -131,7 +137,14 @@ class Tensor(Value):
     __slots__ = ()
     __array_priority__ = 1000  # a numpy scalar on the left (np.float64(2) * t) defers to Tensor's operators
 
-    def __init__(self, array, *, device: "Device | str | None" = None, dtype=None, requires_grad: bool = True):
+    def __init__(
+        self,
+        array: Any,
+        *,
+        device: Device | str | None = None,
+        dtype: DTypeLike | None = None,
+        requires_grad: bool = True,
+    ) -> None:
         if dtype is not None:
             dtype = resolve_dtype(dtype)
         if device is not None:
@@ -147,18 +160,18 @@ class Tensor(Value):
         self._init(None, (), cached_data=data, requires_grad=requires_grad)
 
     @staticmethod
-    def from_numpy(numpy_array, dtype):
+    def from_numpy(numpy_array: np.ndarray, dtype: DTypeLike) -> NDArray:
         """The course's helper: an NDArray from a numpy array."""
         return NDArray(numpy_array, dtype=dtype)
 
     # ---- data access ----------------------------------------------------------------------
     @property
-    def data(self):
+    def data(self) -> Tensor:
         """The same array without the graph (a detached Tensor); assign to replace the array."""
         return self.detach()
 
     @data.setter
-    def data(self, value):
+    def data(self, value: Any) -> None:
         if isinstance(value, Tensor):
             new_data = value.realize_cached_data()
         else:
@@ -170,45 +183,45 @@ class Tensor(Value):
             )
         self._replace_data(new_data)
 
-    def detach(self):
+    def detach(self) -> Tensor:
         """A new leaf Tensor sharing this one's array, with no inputs and no op."""
         return Tensor.make_const(self.realize_cached_data())
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return self.realize_cached_data().shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
         return self.realize_cached_data().dtype
 
     @property
-    def device(self):
+    def device(self) -> Device:
         return self.realize_cached_data().device
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def size(self):
+    def size(self) -> int:
         return self.realize_cached_data().size
 
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         """The values as a numpy array (shared with the tensor on CPU, copied from a GPU)."""
         return self.realize_cached_data().numpy()
 
-    def item(self):
+    def item(self) -> int | float | bool:
         """The single value of a one-element tensor as a Python number."""
         data = self.realize_cached_data()
         if data.size != 1:
             raise ValueError(f"item() needs a tensor with one element; this one has shape {data.shape}")
         return data.raw.item()
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self.item())
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         data = self.realize_cached_data()
         if data.size != 1:
             raise ValueError(
@@ -217,16 +230,16 @@ class Tensor(Value):
             )
         return bool(data.raw.item())
 
-    def __len__(self):
+    def __len__(self) -> int:
         shape = self.shape
         if not shape:
             raise TypeError("len() of a 0-d tensor: it has no first axis; use .item() for its value")
         return shape[0]
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         return self.realize_cached_data().__array__(dtype, copy)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         """``needle.Tensor(values)``, with the device when not the CPU and the op that made it, if any."""
         data = self.realize_cached_data()
         text = "needle.Tensor(" + str(data)
@@ -236,10 +249,10 @@ class Tensor(Value):
             text += f", op={type(self.op).__name__}"
         return text + ")"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return str(self.realize_cached_data())
 
-    def to(self, device: "Device | str") -> "Tensor":
+    def to(self, device: Device | str) -> Tensor:
         """This tensor's values on ``device`` (a new leaf; itself when already there).
 
         Args:
@@ -257,7 +270,7 @@ class Tensor(Value):
         return Tensor(self, device=device, requires_grad=self.requires_grad)
 
     # ---- differentiation ------------------------------------------------------------------
-    def backward(self, out_grad=None, create_graph=True):
+    def backward(self, out_grad: Tensor | None = None, create_graph: bool = True) -> None:
         """Compute gradients of this tensor with respect to every tensor it depends on.
 
         Args:
@@ -309,29 +322,29 @@ class Tensor(Value):
         autograd._count_backward_call(traversed)
 
     # ---- operators ------------------------------------------------------------------------
-    def __add__(self, other):
+    def __add__(self, other: Tensor | float) -> Tensor:
         if isinstance(other, Tensor):
             return ops.EWiseAdd()(self, other)
         return ops.AddScalar(other)(self)
 
     __radd__ = __add__
 
-    def __mul__(self, other):
+    def __mul__(self, other: Tensor | float) -> Tensor:
         if isinstance(other, Tensor):
             return ops.EWiseMul()(self, other)
         return ops.MulScalar(other)(self)
 
     __rmul__ = __mul__
 
-    def __pow__(self, other):
+    def __pow__(self, other: Tensor | float) -> Tensor:
         if isinstance(other, Tensor):
             return ops.EWisePow()(self, other)
         return ops.PowerScalar(other)(self)
 
-    def __rpow__(self, other):
+    def __rpow__(self, other: float) -> Tensor:
         return ops.EWisePow()(Tensor(other, device=self.device, dtype=self.dtype, requires_grad=False), self)
 
-    def __sub__(self, other):
+    def __sub__(self, other: Tensor | float) -> Tensor:
         if isinstance(other, Tensor):
             return ops.EWiseAdd()(self, ops.Negate()(other))
         try:
@@ -340,35 +353,35 @@ class Tensor(Value):
             negated = other  # not a number: AddScalar's error names its type
         return ops.AddScalar(negated)(self)
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: float) -> Tensor:
         return ops.AddScalar(other)(ops.Negate()(self))
 
-    def __truediv__(self, other):
+    def __truediv__(self, other: Tensor | float) -> Tensor:
         if isinstance(other, Tensor):
             return ops.EWiseDiv()(self, other)
         return ops.DivScalar(other)(self)
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other: float) -> Tensor:
         return ops.MulScalar(other)(ops.PowerScalar(-1)(self))
 
-    def __matmul__(self, other):
+    def __matmul__(self, other: Tensor) -> Tensor:
         return ops.MatMul()(self, other)
 
-    def __neg__(self):
+    def __neg__(self) -> Tensor:
         return ops.Negate()(self)
 
-    def matmul(self, other):
+    def matmul(self, other: Tensor) -> Tensor:
         return ops.MatMul()(self, other)
 
-    def sum(self, axes: "int | Sequence[int] | None" = None) -> "Tensor":
+    def sum(self, axes: int | Sequence[int] | None = None) -> Tensor:
         """Sum over ``axes`` (None: all; an int; or a tuple of ints)."""
         return ops.Summation(axes)(self)
 
-    def broadcast_to(self, shape: "int | Sequence[int]") -> "Tensor":
+    def broadcast_to(self, shape: int | Sequence[int]) -> Tensor:
         """Repeat along axes of size 1 (and new leading axes) to reach ``shape``."""
         return ops.BroadcastTo(shape)(self)
 
-    def reshape(self, *shape: "int | Sequence[int]") -> "Tensor":
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """The same elements in a new shape: ``t.reshape((2, 3))``, ``t.reshape(2, 3)`` or ``t.reshape(6)``.
 
         Example:
@@ -379,29 +392,29 @@ class Tensor(Value):
         """
         return ops.Reshape(_one_shape(shape, "reshape"))(self)
 
-    def transpose(self, *axes: "int | Sequence[int]") -> "Tensor":
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
         """Swap two axes (the last two by default): ``t.transpose()``, ``t.transpose((0, 1))``, ``t.transpose(0, 1)``."""
         if not axes:
             return ops.Transpose(None)(self)
         return ops.Transpose(_one_shape(axes, "transpose"))(self)
 
-    def exp(self):
+    def exp(self) -> Tensor:
         return ops.Exp()(self)
 
-    def log(self):
+    def log(self) -> Tensor:
         return ops.Log()(self)
 
-    def relu(self):
+    def relu(self) -> Tensor:
         return ops.ReLU()(self)
 
-    def tanh(self):
+    def tanh(self) -> Tensor:
         return ops.Tanh()(self)
 
-    def sigmoid(self):
+    def sigmoid(self) -> Tensor:
         return ops.Sigmoid()(self)
 
 
-def _one_shape(arguments, method):
+def _one_shape(arguments: tuple[Any, ...], method: str) -> Any:
     """The shape given to ``t.reshape(...)``: one tuple/list/int, or several ints (PyTorch's ``reshape(2, 3)``)."""
     if len(arguments) == 1:
         return arguments[0]

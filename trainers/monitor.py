@@ -5,10 +5,14 @@ CuPy's pool. A healthy loop costs a few microseconds per step; only a suspected 
 the costlier search for the user's line (``trainers.diagnosis`` owns that search). What the
 monitor remembers is bounded (``trainers.history``); every step goes to a file only on request.
 """
+from __future__ import annotations
+
 import collections
+import os
 import sys
 import time
 import warnings
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, TypeVar
 
 from needle import autograd
 
@@ -19,6 +23,14 @@ from .memory import DeviceMemory, HostMemory
 from .records import StepRecord, write_csv, write_jsonl
 from .step_log import StepLog
 from .warning_categories import GraphLeakWarning, NoGradWarning
+
+if TYPE_CHECKING:
+    from needle.backend_ndarray import Device
+
+    from .evidence import Finding
+    from .trainer import Trainer
+
+_Item = TypeVar("_Item")
 
 WARN_MODES = ("once", "always", "error", "ignore")
 
@@ -56,7 +68,14 @@ class MemoryMonitor(Callback):
         (2, 1, 'watching')
     """
 
-    def __init__(self, warn="once", device=None, recent=1024, long_run_points=2048, log_path=None):
+    def __init__(
+        self,
+        warn: str = "once",
+        device: Device | None = None,
+        recent: int = 1024,
+        long_run_points: int = 2048,
+        log_path: str | os.PathLike[str] | None = None,
+    ) -> None:
         if warn not in WARN_MODES:
             raise ValueError(f"warn must be one of {WARN_MODES}, got {warn!r}")
         self.history = StepHistory(recent=recent, long_run_points=long_run_points)
@@ -99,16 +118,16 @@ class MemoryMonitor(Callback):
             self.diagnosis.observe(record, sys._getframe(1))
         return record
 
-    def watch(self, iterable):
+    def watch(self, iterable: Iterable[_Item]) -> Iterator[_Item]:
         """Yield from ``iterable``, calling ``step()`` after each item's iteration ends."""
         for item in iterable:
             yield item
             self.step()
 
-    def __enter__(self):
+    def __enter__(self) -> MemoryMonitor:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: Any) -> Literal[False]:
         self.close()
         return False
 
@@ -120,11 +139,11 @@ class MemoryMonitor(Callback):
             self._log.close()
 
     @property
-    def latest(self):
+    def latest(self) -> StepRecord | None:
         return self.history[-1] if self.history else None
 
     @property
-    def last_finding(self):
+    def last_finding(self) -> Finding | None:
         """The latest ``Finding``: its kind, site and the graph nodes one iteration retained.
 
         It keeps those nodes (and what they reach) alive so that they can be shown; call
@@ -132,7 +151,7 @@ class MemoryMonitor(Callback):
         """
         return self.diagnosis.last_finding
 
-    def explain(self, path=None) -> str:
+    def explain(self, path: str | os.PathLike[str] | None = None) -> str:
         """Show what the last leak keeps alive: print its retained graph, collapsed across
         iterations, or write it to ``path`` (``.dot`` text; ``.svg``/``.png`` need graphviz).
 
@@ -147,13 +166,13 @@ class MemoryMonitor(Callback):
         self.diagnosis.last_finding = None
 
     # ---- as a Trainer callback -------------------------------------------------------------
-    def on_train_batch_end(self, trainer, record):
+    def on_train_batch_end(self, trainer: Trainer, record: dict) -> None:
         self.step()
 
-    def on_fit_end(self, trainer):
+    def on_fit_end(self, trainer: Trainer) -> None:
         self.close()
 
-    def on_exception(self, trainer, error):
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None:
         self.close()
 
     # ---- warnings -------------------------------------------------------------------------
@@ -187,15 +206,15 @@ class MemoryMonitor(Callback):
             lines.append(f"  GPU pool: peak {self._device.peak / 1e6:.1f} MB")
         return "\n".join(lines)
 
-    def to_csv(self, path) -> None:
+    def to_csv(self, path: str | os.PathLike[str]) -> None:
         """Write the records held (the recent window and the long-run samples before it) as CSV."""
         write_csv(self.history.records(), path)
 
-    def to_jsonl(self, path) -> None:
+    def to_jsonl(self, path: str | os.PathLike[str]) -> None:
         """Write the records held as JSON lines (for every step, pass ``log_path`` instead)."""
         write_jsonl(self.history.records(), path)
 
-    def plot(self, path) -> None:
+    def plot(self, path: str | os.PathLike[str]) -> None:
         """Draw live graph nodes and memory against iteration into a PNG (needs matplotlib)."""
         from .plot import plot_history
 

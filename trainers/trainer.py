@@ -24,7 +24,7 @@ from .clipping import GradientClipping
 class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite; the optimizer step for that batch was not applied."""
 
-    def __init__(self, message, epoch, step, loss):
+    def __init__(self, message: str, epoch: int, step: int, loss: float) -> None:
         super().__init__(message)
         self.epoch = epoch
         self.step = step
@@ -89,7 +89,7 @@ class History:
             document = json.load(stream)
         return cls(document["steps"], document["epochs"])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"History({len(self.epochs)} epochs, {len(self.steps)} steps)"
 
 
@@ -303,7 +303,7 @@ class Trainer:
         return callback
 
     # ---- checkpoints --------------------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: model, optimizer, counters, history, numpy's RNG state,
         and, mid-epoch, the epoch's position (batches applied, the loader's sample order)."""
         position = self._position
@@ -317,7 +317,7 @@ class Trainer:
             "epoch_in_progress": None if position is None else position.state_dict(),
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned (the model and optimizer must match the saved ones).
 
         All or nothing: everything is checked before anything changes, and if the model or the
@@ -338,11 +338,11 @@ class Trainer:
         self._position = position
         np.random.set_state(random_state)
 
-    def save_checkpoint(self, path):
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Write ``state_dict()`` to ``path`` atomically (see ``trainers.checkpoint``)."""
         save_checkpoint(path, self.state_dict())
 
-    def load_checkpoint(self, path):
+    def load_checkpoint(self, path: str | os.PathLike[str]) -> Trainer:
         """Resume from a checkpoint written by ``save_checkpoint``: the next ``fit`` continues
         exactly where the saved run stopped (same shuffles, same optimizer state)."""
         self.load_state_dict(load_checkpoint(path))

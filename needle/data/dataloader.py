@@ -121,7 +121,7 @@ class DataLoader:
         return self._batches(device, epoch)
 
     # ---- resuming an epoch ----------------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Where the epoch most recently started by ``iter()`` stands: its sample order and the
         number of batches it has yielded (``next_batch``), plus the settings that order fits.
 
@@ -150,7 +150,7 @@ class DataLoader:
             "drop_last": bool(self.drop_last),
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` continue the epoch that ``state_dict()`` described: the same
         order, from batch ``state["next_batch"]``. Later iterations draw new orders as usual.
 

@@ -4,8 +4,11 @@ A Module finds its Parameters, buffers (named in ``buffer_names``, such as Batch
 statistics) and submodules by walking its attributes, including lists, tuples and dicts, so the
 course's plain ``self.layers = [...]`` style needs no registration calls.
 """
+from __future__ import annotations
+
 import collections
 import collections.abc
+from typing import Any
 
 import numpy
 
@@ -29,7 +32,7 @@ class Parameter(Tensor):
 class StateDictError(KeyError, ValueError):
     """A state dict that does not fit the module: missing, unexpected or mis-shaped entries."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
@@ -52,15 +55,16 @@ class Module:
         (False, False)
     """
 
-    buffer_names = ()  # attributes holding non-learnable state saved by state_dict (running statistics)
+    # attributes holding non-learnable state saved by state_dict (running statistics)
+    buffer_names: tuple[str, ...] = ()
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.training = True
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     # ---- finding parameters, buffers and submodules ---------------------------------------
@@ -68,11 +72,11 @@ class Module:
         """(name, value) pairs to search for parameters, buffers and submodules."""
         return self.__dict__.items()
 
-    def named_parameters(self):
+    def named_parameters(self) -> list[tuple[str, Parameter]]:
         """``(name, parameter)`` pairs, each parameter once (under the first name it is found by)."""
         return [(name, tensor) for name, tensor, is_buffer in _named_tensors(self) if not is_buffer]
 
-    def parameters(self):
+    def parameters(self) -> list[Parameter]:
         """Every Parameter of this module and its submodules, each once, in the order found.
 
         Returns:
@@ -80,11 +84,11 @@ class Module:
         """
         return [tensor for _, tensor, is_buffer in _named_tensors(self) if not is_buffer]
 
-    def named_buffers(self):
+    def named_buffers(self) -> list[tuple[str, Tensor]]:
         """``(name, tensor)`` pairs of the non-learnable state (e.g. BatchNorm running statistics)."""
         return [(name, tensor) for name, tensor, is_buffer in _named_tensors(self) if is_buffer]
 
-    def named_children(self) -> "list[tuple[str, Module]]":
+    def named_children(self) -> list[tuple[str, Module]]:
         """``(name, module)`` for each submodule held directly by this module, each once.
 
         Names are attribute names, with list indices and dict keys joined by dots (``"layers.0"``);
@@ -95,14 +99,14 @@ class Module:
             _collect_named_modules(value, name, found, seen)
         return found
 
-    def children(self):
+    def children(self) -> list[Module]:
         """The submodules held directly by this module (in attributes, lists, tuples, dicts), each once."""
         found, seen = [], {id(self)}
         for value in self.__dict__.values():
             _collect_modules(value, found, seen)
         return found
 
-    def _children(self):
+    def _children(self) -> list[Module]:
         """Every submodule below this one, depth first, each once (the course's name)."""
         found, seen = [], {id(self)}
 
@@ -116,12 +120,12 @@ class Module:
         visit(self)
         return found
 
-    def modules(self):
+    def modules(self) -> list[Module]:
         """This module followed by every submodule below it, each once."""
         return [self] + self._children()
 
     # ---- modes ------------------------------------------------------------------------------
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> Module:
         """Switch this module and all its submodules to training mode (``mode=False``: evaluation).
 
         Returns:
@@ -133,12 +137,12 @@ class Module:
             module.training = mode
         return self
 
-    def eval(self):
+    def eval(self) -> Module:
         """Switch this module and all its submodules to evaluation mode; returns the module."""
         return self.train(False)
 
     # ---- devices and state ------------------------------------------------------------------
-    def to(self, device: "Device | str") -> "Module":
+    def to(self, device: Device | str) -> Module:
         """Move every parameter, buffer and gradient to ``device`` in place; returns the module.
 
         Each tensor keeps its identity, so an optimizer built before still holds the same
@@ -195,11 +199,11 @@ class Module:
         """The settings shown inside this module's parentheses in ``repr`` (e.g. a layer's sizes)."""
         return ""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         """A PyTorch-style tree: the module's settings, then each submodule as ``(name): repr``."""
         return _module_tree(self, frozenset())
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, numpy.ndarray]:
         """Parameters and buffers as an ordered dict of name -> numpy copy.
 
         Names join attribute names, list indices and dict keys with dots (``"layers.1.bias"``);
@@ -212,7 +216,7 @@ class Module:
             state[name] = host.copy() if host is data.raw else host
         return state
 
-    def load_state_dict(self, state, strict=True):
+    def load_state_dict(self, state: collections.abc.Mapping[str, Any], strict: bool = True) -> None:
         """Copy the arrays of ``state`` into this module's parameters and buffers.
 
         Everything is checked before anything is assigned, so on error the module is unchanged.

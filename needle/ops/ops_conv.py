@@ -5,9 +5,16 @@ output NHWC. Like PyTorch's ``Conv2d`` this is a cross-correlation (the kernel i
 The gradient is written with ``dilate``, ``pad``, ``flip``, ``transpose`` and ``conv`` itself,
 so the gradient of a gradient is a graph too.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
 from .ops_shape import dilate, flip, pad, transpose
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
 
 
 def _check_int(value, name, minimum):
@@ -141,7 +148,7 @@ def _pad_if_needed(x, widths):
     return pad(x, widths) if any(before or after for before, after in widths) else x
 
 
-def conv(a, b, stride: int = 1, padding: int = 1):
+def conv(a: Tensor, b: Tensor, stride: int = 1, padding: int = 1) -> Tensor:
     """Convolve a batch of NHWC images ``a`` with the kernel ``b`` (course semantics).
 
     Args:

@@ -1,10 +1,15 @@
 """The embedding lookup: rows of a weight matrix picked by integer indices, and its adjoint."""
-from typing import Union
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy
 
 from ..autograd import TensorOp, Value
 from ..backend_ndarray import NDArray
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
 
 
 class EmbeddingLookup(TensorOp):
@@ -55,7 +60,7 @@ def _scatter_rows(out_grad, indices, weight_shape):
     return NDArray.wrap(grad, out_grad.device)
 
 
-def embedding(indices: Union[Value, NDArray], weight: Value) -> Value:
+def embedding(indices: Tensor | NDArray, weight: Tensor) -> Tensor:
     """``weight[indices]``: the rows of ``weight`` for integer ``indices`` (a Tensor or NDArray), as one node.
 
     Example:

@@ -3,11 +3,18 @@
 ``linear`` is ``x @ weight + bias`` and ``softmax_cross_entropy`` is the mean cross-entropy of
 logits against integer labels; both give exactly the values of the unfused chains.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
 from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
 from .ops_shape import MatMul, broadcast_to, reshape, sum_to_shape, summation
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
 
 
 class LinearOp(TensorOp):
@@ -59,7 +66,7 @@ class LinearOp(TensorOp):
         return grad_x, grad_weight, grad_bias
 
 
-def linear(x, weight, bias=None):
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight + bias`` as one node.
 
     Example:
@@ -195,7 +202,7 @@ def _one_hot_tensor(labels, classes, like):
     return one_hot(classes, labels, device=like.device, dtype=like.dtype)
 
 
-def softmax_cross_entropy(logits, labels):
+def softmax_cross_entropy(logits: Tensor, labels: Tensor) -> Tensor:
     """Mean softmax cross-entropy of ``logits`` (batch, classes) against integer ``labels``.
 
     Labels are class ids: an integer dtype, or floats that are all whole numbers (a list such as

@@ -1,10 +1,17 @@
 """Log-domain reductions: LogSumExp and LogSoftmax, stable for inputs of any magnitude."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
 from ..autograd import TensorOp
 from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
 from ._shapes import as_axes, normalize_axes
 from .ops_mathematic import exp
 from .ops_shape import broadcast_to, reshape, summation
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
 
 
 def _stable_max(z: NDArray, axes):
@@ -50,7 +57,7 @@ class LogSumExp(TensorOp):
         return (out_grad.reshape(_kept_shape(z.shape, axes)) * weights,)
 
 
-def logsumexp(a, axes=None):
+def logsumexp(a: Tensor, axes: int | Sequence[int] | None = None) -> Tensor:
     return LogSumExp(axes=axes)(a)
 
 
@@ -76,7 +83,7 @@ class LogSoftmax(TensorOp):
         return out_grad - exp(node) * total
 
 
-def logsoftmax(a, axis=-1):
+def logsoftmax(a: Tensor, axis: int = -1) -> Tensor:
     return LogSoftmax(axis)(a)
 
 

@@ -7,11 +7,20 @@ scalar is a Python number, a numpy scalar or a one-element array, all taken as t
 they hold, so ``t * np.float64(2)`` stays float32. Gradients do not promote: every tensor's
 ``.grad`` has that tensor's own dtype (see ``needle.backward``).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy
 
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray, resolve_dtype
 from ._shapes import python_scalar, unbroadcast, unbroadcast_data
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from ..tensor import Tensor
 
 # Shape, reduction and matmul ops live in ops_shape; re-exported here for course imports.
 from .ops_shape import (  # noqa: F401
@@ -42,7 +51,7 @@ def _make(raw, device):
     return NDArray.wrap(raw, device)
 
 
-def scalar_value(scalar, op_name: str):
+def scalar_value(scalar: Any, op_name: str) -> int | float:
     """The Python number a scalar op uses: ``scalar`` itself, a numpy scalar's value, or the one
     element of a one-element array (numpy, CuPy or NDArray), as the course's scalar ops accept.
 
@@ -80,7 +89,7 @@ class EWiseAdd(TensorOp):
         return unbroadcast_data(out_grad, a.cached_data.shape), unbroadcast_data(out_grad, b.cached_data.shape)
 
 
-def add(a, b):
+def add(a: Tensor, b: Tensor) -> Tensor:
     return EWiseAdd()(a, b)
 
 
@@ -100,7 +109,7 @@ class AddScalar(TensorOp):
         return (out_grad,)
 
 
-def add_scalar(a, scalar):
+def add_scalar(a: Tensor, scalar: float) -> Tensor:
     return AddScalar(scalar)(a)
 
 
@@ -122,7 +131,7 @@ class EWiseMul(TensorOp):
         return grad_a, grad_b
 
 
-def multiply(a, b):
+def multiply(a: Tensor, b: Tensor) -> Tensor:
     return EWiseMul()(a, b)
 
 
@@ -142,7 +151,7 @@ class MulScalar(TensorOp):
         return (out_grad * self.scalar,)
 
 
-def mul_scalar(a, scalar):
+def mul_scalar(a: Tensor, scalar: float) -> Tensor:
     return MulScalar(scalar)(a)
 
 
@@ -173,7 +182,7 @@ def _constant(array: NDArray):
     return Tensor.make_const(array)
 
 
-def power(a, b):
+def power(a: Tensor, b: Tensor) -> Tensor:
     return EWisePow()(a, b)
 
 
@@ -193,7 +202,7 @@ class PowerScalar(TensorOp):
         return out_grad * self.scalar * a ** (self.scalar - 1)
 
 
-def power_scalar(a, scalar):
+def power_scalar(a: Tensor, scalar: float) -> Tensor:
     return PowerScalar(scalar)(a)
 
 
@@ -210,7 +219,7 @@ class EWiseDiv(TensorOp):
         return unbroadcast(grad_a, a.shape), unbroadcast(grad_b, b.shape)
 
 
-def divide(a, b):
+def divide(a: Tensor, b: Tensor) -> Tensor:
     return EWiseDiv()(a, b)
 
 
@@ -230,7 +239,7 @@ class DivScalar(TensorOp):
         return (out_grad / self.scalar,)
 
 
-def divide_scalar(a, scalar):
+def divide_scalar(a: Tensor, scalar: float) -> Tensor:
     return DivScalar(scalar)(a)
 
 
@@ -247,7 +256,7 @@ class Negate(TensorOp):
         return (-out_grad,)
 
 
-def negate(a):
+def negate(a: Tensor) -> Tensor:
     return Negate()(a)
 
 
@@ -264,7 +273,7 @@ class Log(TensorOp):
         return (out_grad / node.inputs[0].cached_data,)
 
 
-def log(a):
+def log(a: Tensor) -> Tensor:
     return Log()(a)
 
 
@@ -281,7 +290,7 @@ class Exp(TensorOp):
         return (out_grad * node.cached_data,)
 
 
-def exp(a):
+def exp(a: Tensor) -> Tensor:
     return Exp()(a)
 
 
@@ -300,7 +309,7 @@ class ReLU(TensorOp):
         return (_make(device.fused.relu_backward(out_grad.raw, node.cached_data.raw), device),)
 
 
-def relu(a):
+def relu(a: Tensor) -> Tensor:
     return ReLU()(a)
 
 
@@ -335,7 +344,7 @@ class Tanh(TensorOp):
         return (out_grad * (1 - output * output),)
 
 
-def tanh(a):
+def tanh(a: Tensor) -> Tensor:
     return Tanh()(a)
 
 
@@ -354,7 +363,7 @@ class Sigmoid(TensorOp):
         return (out_grad * output * (1 - output),)
 
 
-def sigmoid(a):
+def sigmoid(a: Tensor) -> Tensor:
     return Sigmoid()(a)
 
 
@@ -377,7 +386,7 @@ class AsType(TensorOp):
         return (out_grad.astype(node.inputs[0].cached_data.dtype),)
 
 
-def astype(a, dtype):
+def astype(a: Tensor, dtype: DTypeLike) -> Tensor:
     """``a`` as ``dtype`` (a numpy dtype or its name), differentiably.
 
     Example:

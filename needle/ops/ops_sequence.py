@@ -7,10 +7,15 @@ step: the matrix products, the four activations, and a backward pass written out
 one node also projects the whole input sequence in one product and never slices a sequence
 into steps in the graph (the adjoint of ``split`` sums one full-size tuple per step).
 """
-from typing import Optional
+from __future__ import annotations
 
-from ..autograd import TensorTuple, TensorTupleOp, Value
+from typing import TYPE_CHECKING
+
+from ..autograd import TensorTuple, TensorTupleOp
 from ..backend_ndarray import NDArray
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
 
 
 def _activate_gates(gates, c_prev, xp):
@@ -130,7 +135,9 @@ class LSTMCellOp(_FusedOp):
         return tuple(NDArray.wrap(make(), device) if want else None for make, want in zip(products, needed))
 
 
-def lstm_cell(x: Value, h: Value, c: Value, weight_ih: Value, weight_hh: Value, bias: Optional[Value] = None) -> TensorTuple:
+def lstm_cell(
+    x: Tensor, h: Tensor, c: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias: Tensor | None = None
+) -> TensorTuple:
     """One LSTM step as one node; returns the TensorTuple ``(h_next, c_next)``.
 
     Args:
@@ -215,7 +222,7 @@ class LSTMLayerOp(_FusedOp):
 
 
 def lstm_layer(
-    X: Value, h0: Value, c0: Value, weight_ih: Value, weight_hh: Value, bias: Optional[Value] = None
+    X: Tensor, h0: Tensor, c0: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias: Tensor | None = None
 ) -> TensorTuple:
     """One LSTM layer over a whole sequence as one node; returns the TensorTuple ``(output, h_n, c_n)``.
 
@@ -305,7 +312,12 @@ class RNNLayerOp(_FusedOp):
 
 
 def rnn_layer(
-    X: Value, h0: Value, weight_ih: Value, weight_hh: Value, bias: Optional[Value] = None, nonlinearity: str = "tanh"
+    X: Tensor,
+    h0: Tensor,
+    weight_ih: Tensor,
+    weight_hh: Tensor,
+    bias: Tensor | None = None,
+    nonlinearity: str = "tanh",
 ) -> TensorTuple:
     """One RNN layer over a whole sequence as one node; returns the TensorTuple ``(output, h_n)``.
 

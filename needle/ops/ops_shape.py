@@ -1,10 +1,16 @@
 """Shape, reduction and matrix ops: reshape, broadcast, transpose, sum, matmul, stack, flip, dilate."""
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING, Sequence
 
 from ..autograd import TensorOp
 from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
 from ._shapes import as_axes, as_shape, normalize_axes, unbroadcast, unbroadcast_data
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
 
 
 class Transpose(TensorOp):
@@ -46,7 +52,7 @@ class Transpose(TensorOp):
         return (out_grad.permute(self._permutation(out_grad.ndim)),)
 
 
-def transpose(a, axes=None):
+def transpose(a: Tensor, axes: tuple[int, int] | None = None) -> Tensor:
     return Transpose(axes)(a)
 
 
@@ -69,7 +75,7 @@ class Reshape(TensorOp):
         return (out_grad.reshape(node.inputs[0].cached_data.shape),)
 
 
-def reshape(a, shape):
+def reshape(a: Tensor, shape: int | Sequence[int]) -> Tensor:
     return Reshape(shape)(a)
 
 
@@ -95,7 +101,7 @@ class BroadcastTo(TensorOp):
         return (unbroadcast_data(out_grad, node.inputs[0].cached_data.shape),)
 
 
-def broadcast_to(a, shape):
+def broadcast_to(a: Tensor, shape: int | Sequence[int]) -> Tensor:
     return BroadcastTo(shape)(a)
 
 
@@ -115,7 +121,7 @@ class SumToShape(TensorOp):
         return (out_grad.broadcast_to(node.inputs[0].cached_data.shape),)
 
 
-def sum_to_shape(a, shape):
+def sum_to_shape(a: Tensor, shape: Sequence[int]) -> Tensor:
     return SumToShape(shape)(a)
 
 
@@ -144,7 +150,7 @@ class Summation(TensorOp):
         return (out_grad.reshape(self._kept_shape(input_shape)).broadcast_to(input_shape),)
 
 
-def summation(a, axes=None):
+def summation(a: Tensor, axes: int | Sequence[int] | None = None) -> Tensor:
     return Summation(axes)(a)
 
 
@@ -218,7 +224,7 @@ def _swap_last_two(array):
     return array.permute(tuple(order))
 
 
-def matmul(a, b):
+def matmul(a: Tensor, b: Tensor) -> Tensor:
     return MatMul()(a, b)
 
 
@@ -243,7 +249,7 @@ class Stack(TensorOp):
         return split(out_grad, self.axis)
 
 
-def stack(args, axis):
+def stack(args: list[Tensor] | tuple[Tensor, ...], axis: int) -> Tensor:
     from .ops_tuple import make_tuple
 
     if not isinstance(args, (list, tuple)):
@@ -297,14 +303,14 @@ class Flip(TensorOp):
         return flip(out_grad, self.axes)
 
 
-def flip(a, axes):
+def flip(a: Tensor, axes: int | Sequence[int] | None) -> Tensor:
     return Flip(axes)(a)
 
 
 class Dilate(TensorOp):
     """Insert ``dilation`` zeros after each element along ``axes``."""
 
-    def __init__(self, axes: tuple, dilation: int):
+    def __init__(self, axes: int | Sequence[int], dilation: int):
         self.axes = _axis_tuple(axes, "Dilate")
         self.dilation = _dilation(dilation, "Dilate")
 
@@ -326,14 +332,14 @@ class Dilate(TensorOp):
         return undilate(out_grad, self.axes, self.dilation)
 
 
-def dilate(a, axes, dilation):
+def dilate(a: Tensor, axes: int | Sequence[int], dilation: int) -> Tensor:
     return Dilate(axes, dilation)(a)
 
 
 class UnDilate(TensorOp):
     """Keep every ``dilation + 1``-th element along ``axes`` (undoes ``dilate``)."""
 
-    def __init__(self, axes: tuple, dilation: int):
+    def __init__(self, axes: int | Sequence[int], dilation: int):
         self.axes = _axis_tuple(axes, "UnDilate")
         self.dilation = _dilation(dilation, "UnDilate")
 
@@ -349,7 +355,7 @@ class UnDilate(TensorOp):
         return dilate(out_grad, self.axes, self.dilation)
 
 
-def undilate(a, axes, dilation):
+def undilate(a: Tensor, axes: int | Sequence[int], dilation: int) -> Tensor:
     return UnDilate(axes, dilation)(a)
 
 
@@ -392,5 +398,5 @@ class Pad(TensorOp):
         return pad(out_grad, tuple((-before, -after) for before, after in self.axes))
 
 
-def pad(a, axes):
+def pad(a: Tensor, axes: Sequence[tuple[int, int]]) -> Tensor:
     return Pad(axes)(a)

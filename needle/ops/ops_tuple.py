@@ -1,7 +1,14 @@
 """Ops whose input or output is a TensorTuple: make_tuple, tuple_get_item, split, fused_add_scalars."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ..autograd import TensorOp, TensorTuple, TensorTupleOp, Value
 from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
 
 
 class MakeTensorTuple(TensorTupleOp):
@@ -14,7 +21,7 @@ class MakeTensorTuple(TensorTupleOp):
         return tuple(out_grad[i] for i in range(len(out_grad)))
 
 
-def make_tuple(*args):
+def make_tuple(*args: Tensor) -> TensorTuple:
     return MakeTensorTuple()(*args)
 
 
@@ -50,7 +57,7 @@ def _check_index(index, length):
         raise IndexError(f"TupleGetItem: index {index} is out of range for a tuple of {length} tensors")
 
 
-def tuple_get_item(value, index):
+def tuple_get_item(value: TensorTuple, index: int) -> Tensor:
     return TupleGetItem(index)(value)
 
 
@@ -74,7 +81,7 @@ class Split(TensorTupleOp):
         return stack(list(out_grad), self.axis)
 
 
-def split(a, axis):
+def split(a: Tensor, axis: int) -> TensorTuple:
     return Split(axis)(a)
 
 
@@ -94,5 +101,5 @@ class FusedAddScalars(TensorTupleOp):
         return out_grad[0] + out_grad[1]
 
 
-def fused_add_scalars(x, c0, c1):
+def fused_add_scalars(x: Tensor, c0: float, c1: float) -> TensorTuple:
     return FusedAddScalars(c0, c1)(x)

@@ -1,9 +1,16 @@
 """Adam, with the course's bias correction and weight decay."""
+from __future__ import annotations
+
 import math
 import numbers
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..backend_ndarray.fused import AdamScalars
 from .optimizer import Optimizer, check_number
+
+if TYPE_CHECKING:
+    from ..autograd import Tensor
 
 
 class Adam(Optimizer):
@@ -34,8 +41,21 @@ class Adam(Optimizer):
 
     state_names = ("m", "v")
     hyperparameter_names = ("lr", "beta1", "beta2", "eps", "weight_decay")
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
 
-    def __init__(self, params, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 0.01,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
         super().__init__(params)
         self._set_hyperparameters(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
         self.t = 0
@@ -63,7 +83,7 @@ class Adam(Optimizer):
     def _load_extra_state(self, state_dict):
         self.t = int(state_dict["t"])
 
-    def step(self):
+    def step(self) -> None:
         gradients = self._gradients()
         self.t += 1
         lr, beta1, beta2 = float(self.lr), float(self.beta1), float(self.beta2)

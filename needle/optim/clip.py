@@ -1,11 +1,14 @@
 """Gradient clipping by total norm."""
+from __future__ import annotations
+
 import math
+from collections.abc import Iterable
 
 from ..autograd import Tensor
 from ..backend_ndarray import NDArray
 
 
-def clip_grad_norm(params, max_norm):
+def clip_grad_norm(params: Iterable[Tensor] | Tensor, max_norm: float) -> float:
     """Scale the gradients so that their joint 2-norm is at most ``max_norm``.
 
     Parameters without a gradient are ignored. The norm is accumulated in at least float32 (a

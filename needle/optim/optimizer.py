@@ -4,9 +4,12 @@ Optimizers touch data, never the graph: a step reads each parameter's ``.grad`` 
 updates the parameter's array in place (like PyTorch), so a step adds no graph node, leaves
 ``.grad`` as it was, and keeps the parameter's dtype.
 """
+from __future__ import annotations
+
 import math
 import numbers
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy
 
@@ -22,17 +25,18 @@ class Optimizer:
     hyperparameters in ``hyperparameter_names``; ``state_dict``/``load_state_dict`` then work.
     """
 
-    state_names = ()
-    hyperparameter_names = ()
+    state_names: tuple[str, ...] = ()
+    hyperparameter_names: tuple[str, ...] = ()
+    params: list[Tensor]
 
-    def __init__(self, params):
+    def __init__(self, params: Iterable[Tensor]) -> None:
         self.params = _checked_params(type(self).__name__, params)
         self._scratch = Scratch()  # this optimizer's own: never shared with another one
 
-    def step(self):
+    def step(self) -> None:
         raise NotImplementedError()
 
-    def reset_grad(self):
+    def reset_grad(self) -> None:
         """Set every parameter's ``.grad`` to None."""
         for param in self.params:
             param.grad = None
@@ -83,7 +87,7 @@ class Optimizer:
     def _load_extra_state(self, state_dict):
         pass
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Hyperparameters and per-parameter state (numpy copies, keyed by parameter index).
 
         Example:
@@ -112,7 +116,7 @@ class Optimizer:
             **self._extra_state(),
         }
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore what ``state_dict`` saved, for the same parameters in the same order.
 
         Everything is checked first; on error nothing changes.
@@ -217,7 +221,9 @@ def _host_copy(array):
     return host.copy() if host is array else host
 
 
-def check_number(name, value, low=None, high=None, high_inclusive=False):
+def check_number(
+    name: str, value: Any, low: float | None = None, high: float | None = None, high_inclusive: bool = False
+) -> float:
     """``value`` as a Python float, or a ValueError naming it when not finite or outside [low, high)."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise ValueError(f"{name} must be a number, got {value!r}")

@@ -1,7 +1,13 @@
 """Stochastic gradient descent with the course's momentum rule."""
-from collections.abc import MutableMapping
+from __future__ import annotations
+
+from collections.abc import Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 from .optimizer import Optimizer, check_number
+
+if TYPE_CHECKING:
+    from ..autograd import Tensor
 
 
 class _Velocities(MutableMapping):
@@ -71,8 +77,13 @@ class SGD(Optimizer):
     # momentum_buffer), with the momentum it is scaled by, so that a save and load is exact.
     state_names = ("momentum_buffer",)
     hyperparameter_names = ("lr", "momentum", "weight_decay")
+    lr: float
+    momentum: float
+    weight_decay: float
 
-    def __init__(self, params, lr=0.01, momentum=0.0, weight_decay=0.0):
+    def __init__(
+        self, params: Iterable[Tensor], lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0
+    ) -> None:
         super().__init__(params)
         self._set_hyperparameters(lr=lr, momentum=momentum, weight_decay=weight_decay)
         self.u = _Velocities(self.momentum)
@@ -85,7 +96,7 @@ class SGD(Optimizer):
         }
 
     @property
-    def momentum_buffer(self):
+    def momentum_buffer(self) -> dict[Tensor, Any]:
         """The velocities as kept, by parameter: ``u / (1 - buffer_momentum)`` (read ``u`` for the course's)."""
         return self.u.scaled
 
@@ -104,7 +115,7 @@ class SGD(Optimizer):
         saved = state_dict.get("buffer_momentum")
         self.u.momentum = float(self.momentum if saved is None else saved)
 
-    def step(self):
+    def step(self) -> None:
         # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
         gradients = self._gradients()
         lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
