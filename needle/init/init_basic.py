@@ -6,7 +6,7 @@ Random draws always come from numpy's global generator on the host (then move to
 import numpy
 
 from ..autograd import Tensor
-from ..backend_ndarray import NDArray, as_device, default_device, device_of, resolve_dtype
+from ..backend_ndarray import NDArray, as_device, device_of, resolve_dtype
 
 
 def _shape(shape):

@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 
-import needle as ndl
 from needle import nn
 
 

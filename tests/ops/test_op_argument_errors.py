@@ -1,6 +1,4 @@
 """Every op given a bad argument: the error type, a message that names the op and the argument, and nothing changed."""
-import gc
-
 import numpy as np
 import pytest
 

@@ -5,25 +5,11 @@ import pytest
 
 import leak_loops
 from leak_loops import LEAK_FROM, marked_line
+from recording import TracingMonitor
 from trainers import DiagnosticWarning, GraphLeakWarning, MemoryMonitor, NoGradWarning
 
 ITERATIONS = 60
 EARLY = 10  # the first warning must come within this many iterations of the leak's start
-
-
-class TracingMonitor(MemoryMonitor):
-    """A MemoryMonitor that notes the iteration at which each caught warning arrived."""
-
-    def __init__(self, caught, **options):
-        super().__init__(**options)
-        self.caught = caught
-        self.arrivals = []  # (iteration, warning)
-
-    def step(self):
-        seen = len(self.caught)
-        record = super().step()
-        self.arrivals.extend((record.iteration, w) for w in self.caught[seen:])
-        return record
 
 
 def run_recorded(loop, iterations=ITERATIONS, warn="once", **loop_options):
