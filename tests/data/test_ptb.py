@@ -5,6 +5,7 @@ import pytest
 import needle as ndl
 from needle.data import Corpus, Dictionary, batchify, get_batch
 from needle.data.datasets import ptb_dataset
+from example_scripts import load_example
 
 TRAIN = " aer banknote berlitz \n the cat sat on the mat \n the dog \n"
 TEST = " the cat \n a new word \n"
@@ -89,14 +90,7 @@ def test_module_layout_is_the_courses():
 
 # ---- the course's language model and helpers (examples/models.py, examples/simple_ml.py) --------
 def _example(name):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "examples" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example(name)
 
 
 @pytest.mark.parametrize("seq_model", ["rnn", "lstm"])

@@ -1,23 +1,16 @@
 """examples/mlp_resnet.py: the course's MLP-ResNet names, shapes and training on a small MNIST subset."""
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import needle as ndl
 from needle import nn
 from needle.data import DataLoader, MNISTDataset, NDArrayDataset, mnist
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from example_scripts import load_example
 
 
 @pytest.fixture(scope="module")
 def mlp_resnet():
-    spec = importlib.util.spec_from_file_location("mlp_resnet_example", EXAMPLES / "mlp_resnet.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("mlp_resnet")
 
 
 def count_parameters(model):

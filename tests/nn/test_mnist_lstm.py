@@ -1,7 +1,5 @@
 """Sequential MNIST (examples/mnist_lstm.py): an LSTM over the 28 rows learns on a small subset."""
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,16 +7,12 @@ import pytest
 import needle as ndl
 from needle import nn, optim
 from needle.data import DataLoader, MNISTDataset, NDArrayDataset, mnist
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from example_scripts import load_example
 
 
 @pytest.fixture(scope="module")
 def mnist_lstm():
-    spec = importlib.util.spec_from_file_location("mnist_lstm_example", EXAMPLES / "mnist_lstm.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("mnist_lstm")
 
 
 def test_rows_become_time_steps(mnist_lstm):
@@ -53,9 +47,7 @@ def test_lstm_learns_a_small_mnist_subset(mnist_lstm, device):
 
 
 def test_train_mnist_takes_model_lstm(capsys):
-    spec = importlib.util.spec_from_file_location("train_mnist_for_lstm", EXAMPLES / "train_mnist.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("train_mnist")
     saved_path = list(sys.path)
     try:
         test = example.main(["--model", "lstm", "--hidden", "16", "--train-samples", "500", "--epochs", "1", "--no-progress"])

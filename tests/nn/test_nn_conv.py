@@ -1,7 +1,5 @@
 """nn.Conv and nn.BatchNorm2d against numpy references (always) and PyTorch (when installed);
 the example models built on them (the MNIST CNN, ResNet9) learning."""
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +8,7 @@ import needle as ndl
 from needle import nn
 from needle.data import DataLoader, mnist, parse_mnist
 from gradcheck import check_gradients
+from example_scripts import load_example
 
 rng = np.random.default_rng(21)
 
@@ -162,14 +161,6 @@ def test_batchnorm2d_matches_torch_in_training(device):
 
 
 # ---- the examples built on them ---------------------------------------------------------------------
-def load_example(name):
-    path = Path(__file__).resolve().parents[2] / "examples" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_mnist_cnn_learns_a_small_subset_in_one_epoch():
     np.random.seed(0)
     files = mnist()

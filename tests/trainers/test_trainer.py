@@ -1,7 +1,5 @@
 """Trainer: fit and evaluate on a small MNIST subset, history contents, NaN stops, progress bar."""
 import gc
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ from trainers.callbacks import Callback
 from trainers.monitor import MemoryMonitor
 from trainers.progress import ProgressBar
 from trainers.trainer import NonFiniteLossError, Trainer
+from example_scripts import load_example
 
 
 @pytest.fixture(scope="module")
@@ -232,10 +231,7 @@ def test_fit_keeps_no_graph_between_steps(mnist_subset):
 
 
 def test_train_mnist_example_runs_and_reports(capsys, tmp_path):
-    path = Path(__file__).resolve().parents[2] / "examples" / "train_mnist.py"
-    spec = importlib.util.spec_from_file_location("train_mnist_example", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("train_mnist")
     checkpoint = tmp_path / "mnist.npz"
     arguments = ["--train-samples", "1000", "--epochs", "1", "--no-progress", "--checkpoint", str(checkpoint)]
     test = example.main(arguments)
