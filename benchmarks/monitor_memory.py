@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 import needle as ndl  # noqa: E402
 from trainers import MemoryMonitor  # noqa: E402
-from trainers.memory import HostMemory  # noqa: E402
+from trainers.monitor.memory import HostMemory  # noqa: E402
 
 
 def make_step():

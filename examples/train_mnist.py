@@ -32,8 +32,8 @@ import numpy as np  # noqa: E402
 import needle as ndl  # noqa: E402
 from needle import nn, optim  # noqa: E402
 from needle.data import DataLoader, NDArrayDataset, mnist, parse_mnist  # noqa: E402
-from trainers.checkpoint import Checkpoint  # noqa: E402
-from trainers.loggers import CSVLogger  # noqa: E402
+from trainers.callbacks.checkpoint import Checkpoint  # noqa: E402
+from trainers.callbacks.loggers import CSVLogger  # noqa: E402
 from trainers.monitor import MemoryMonitor  # noqa: E402
 from trainers.trainer import Trainer  # noqa: E402
 

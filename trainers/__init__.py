@@ -3,17 +3,21 @@
 ``MemoryMonitor`` works in any hand-written loop (one ``step()`` per iteration); ``Trainer``
 runs the usual loop with the monitor, a progress bar, callbacks and checkpoints.
 ``NEEDLE_WARNINGS=error`` in the environment turns every diagnostic warning into an error.
-"""
-from .warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarning
-from .records import StepRecord
-from .evidence import Finding, Suspicion
-from .monitor import MemoryMonitor
-from .callbacks import Callback
-from .clipping import GradientClipping
-from .progress import ProgressBar
-from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from .trainer import History, NonFiniteLossError, Trainer
-from .loggers import CSVLogger, JSONLinesLogger, Logger
-from .warning_filters import apply_environment
 
-apply_environment()  # NEEDLE_WARNINGS=error|ignore|always|default: see trainers.warning_filters
+Layout: ``trainer`` (the loop), ``callbacks/`` (the hooks and the callbacks that ship), ``io``
+(atomic file writes), ``monitor/`` (``MemoryMonitor``, its records, history and plots),
+``diagnosis/`` (the leak diagnosis; imports neither the trainer nor the monitor).
+"""
+from .diagnosis.warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarning
+from .monitor.records import StepRecord
+from .diagnosis.evidence import Finding, Suspicion
+from .monitor.monitor import MemoryMonitor
+from .callbacks.base import Callback
+from .callbacks.clipping import GradientClipping
+from .callbacks.progress import ProgressBar
+from .callbacks.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from .trainer import History, NonFiniteLossError, Trainer
+from .callbacks.loggers import CSVLogger, JSONLinesLogger, Logger
+from .diagnosis.warning_filters import apply_environment
+
+apply_environment()  # NEEDLE_WARNINGS=error|ignore|always|default: see trainers.diagnosis.warning_filters

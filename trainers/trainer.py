@@ -13,12 +13,12 @@ import numpy as np
 import needle
 from needle import autograd
 
-from .atomic import atomic_write
-from .callbacks import HOOKS, Callback
-from .checkpoint import load_checkpoint, save_checkpoint
+from .io import atomic_write
+from .callbacks.base import HOOKS, Callback
+from .callbacks.checkpoint import load_checkpoint, save_checkpoint
 from .trainer_state import EpochPosition, checked_trainer_state, empty_loader_message
 from .interrupts import DeferredInterrupt
-from .clipping import GradientClipping
+from .callbacks.clipping import GradientClipping
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -258,7 +258,7 @@ class Trainer:
     def plot(self, path: str | os.PathLike[str]) -> None:
         """Write one PNG: loss and accuracy curves (train and validation) beside graph nodes and
         memory (the monitor's panel). Needs matplotlib: ``pip install 'needle-dl[plot]'``."""
-        from .plot import plot_training
+        from .monitor.plot import plot_training
 
         plot_training(self.history, getattr(self.monitor, "history", None) or [], path)
 
@@ -339,7 +339,7 @@ class Trainer:
         np.random.set_state(random_state)
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
-        """Write ``state_dict()`` to ``path`` atomically (see ``trainers.checkpoint``)."""
+        """Write ``state_dict()`` to ``path`` atomically (see ``trainers.callbacks.checkpoint``)."""
         save_checkpoint(path, self.state_dict())
 
     def load_checkpoint(self, path: str | os.PathLike[str]) -> Trainer:
@@ -426,7 +426,7 @@ def _resolve_device(device):
 
 
 def _make_monitor(monitor, device):
-    from .monitor import MemoryMonitor
+    from .monitor.monitor import MemoryMonitor
 
     if monitor is True:
         return MemoryMonitor() if device is None else MemoryMonitor(device=device)
@@ -439,7 +439,7 @@ def _make_monitor(monitor, device):
 
 def _progress_callbacks(progress):
     if progress is True:
-        from .progress import ProgressBar
+        from .callbacks.progress import ProgressBar
 
         return [ProgressBar()]
     if progress is False or progress is None:

@@ -9,8 +9,8 @@ import pytest
 import needle as ndl
 from needle import nn, optim
 from needle.data import DataLoader, NDArrayDataset, mnist, parse_mnist
-from trainers import checkpoint as checkpoint_module
-from trainers.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from trainers.callbacks import checkpoint as checkpoint_module
+from trainers.callbacks.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from trainers.trainer import Trainer
 
 
@@ -131,7 +131,7 @@ def test_a_failed_rename_leaves_no_temporary_file(tmp_path, monkeypatch):
     def refuse(source, target):
         raise OSError("disk went away")
 
-    monkeypatch.setattr(os, "replace", refuse)  # the shared trainers.atomic helper renames
+    monkeypatch.setattr(os, "replace", refuse)  # the shared trainers.io helper renames
     with pytest.raises(OSError, match="disk went away"):
         save_checkpoint(tmp_path / "model.npz", {"a": 1})
     monkeypatch.undo()
@@ -187,7 +187,7 @@ CHILD_WRITER = r"""
 import io, os, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from trainers import checkpoint
+from trainers.callbacks import checkpoint
 
 real_savez = np.savez
 
@@ -271,9 +271,9 @@ def test_saving_into_a_read_only_folder_names_the_path(tmp_path, monkeypatch):
     def refuse(name, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(name))
 
-    import trainers.atomic
+    import trainers.io
 
-    monkeypatch.setattr(trainers.atomic.os, "open", refuse)  # root may write anywhere: simulate
+    monkeypatch.setattr(trainers.io.os, "open", refuse)  # root may write anywhere: simulate
     with pytest.raises(PermissionError, match=r"cannot save the checkpoint .*model.npz: no permission to write in"):
         save_checkpoint(tmp_path / "model.npz", {"a": 1})
     monkeypatch.undo()

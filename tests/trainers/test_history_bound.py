@@ -6,7 +6,7 @@ import pytest
 
 import needle as ndl
 from trainers import MemoryMonitor, StepRecord
-from trainers.history import StepHistory
+from trainers.monitor.history import StepHistory
 
 
 def steps(monitor, count):

@@ -10,10 +10,10 @@ import pytest
 import needle as ndl
 from needle.data import DataLoader, NDArrayDataset
 from trainers import Callback, CSVLogger, History, JSONLinesLogger, MemoryMonitor, Trainer
-from trainers import plot as plot_module
-from trainers import records as records_module
-from trainers.atomic import atomic_write
-from trainers.loggers import EPOCH_COLUMNS, STEP_COLUMNS
+from trainers.monitor import plot as plot_module
+from trainers.monitor import records as records_module
+from trainers.io import atomic_write
+from trainers.callbacks.loggers import EPOCH_COLUMNS, STEP_COLUMNS
 
 
 def data(count=48, seed=0):

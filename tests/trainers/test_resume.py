@@ -7,7 +7,7 @@ import pytest
 from needle import nn, optim
 from needle.data import DataLoader, NDArrayDataset
 from trainers.callbacks import Callback
-from trainers.checkpoint import load_checkpoint, save_checkpoint
+from trainers.callbacks.checkpoint import load_checkpoint, save_checkpoint
 from trainers.trainer import Trainer
 
 EPOCHS = 3
@@ -236,7 +236,7 @@ def test_a_model_that_does_not_fit_changes_nothing(tmp_path):
 
 
 def test_a_checkpoint_saved_at_epoch_end_has_no_epoch_in_progress(tmp_path):
-    from trainers.checkpoint import Checkpoint
+    from trainers.callbacks.checkpoint import Checkpoint
 
     path = tmp_path / "end.npz"
     trainer = build(0, "sgd", callbacks=[Checkpoint(path)])

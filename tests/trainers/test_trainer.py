@@ -9,7 +9,7 @@ from needle import nn, optim
 from needle.data import DataLoader, NDArrayDataset, mnist, parse_mnist
 from trainers.callbacks import Callback
 from trainers.monitor import MemoryMonitor
-from trainers.progress import ProgressBar
+from trainers.callbacks.progress import ProgressBar
 from trainers.trainer import NonFiniteLossError, Trainer
 from example_scripts import load_example
 

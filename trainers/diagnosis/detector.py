@@ -23,7 +23,7 @@ from .evidence import GROWTH, UNTRAINED_FORWARD, UNUSED_GROWTH, Suspicion
 class LeakDetector:
     """Keeps a window of settled counts and the latest growth events; names a suspicion or None.
 
-    Evidence only: it never decides what to do about a suspicion (``trainers.diagnosis`` does).
+    Evidence only: it never decides what to do about a suspicion (``trainers.diagnosis.machine`` does).
     """
 
     def __init__(self, window: int = 16, unused_steps: int = 80):

@@ -16,7 +16,7 @@ class StepLog:
 
     Example:
         >>> import os, tempfile
-        >>> from trainers.records import StepRecord
+        >>> from trainers.monitor.records import StepRecord
         >>> path = os.path.join(tempfile.mkdtemp(), "steps.jsonl")
         >>> log = StepLog(path)
         >>> log.write(StepRecord(0, 1, 1, 0, 1, 0, 0, {"cpu": 4}, 0, 0, 0, 0.5))

@@ -3,7 +3,7 @@
 One ``step()`` per iteration reads needle's O(1) counters, the process's memory and, on CUDA,
 CuPy's pool. A healthy loop costs a few microseconds per step; only a suspected leak switches on
 the costlier search for the user's line (``trainers.diagnosis`` owns that search). What the
-monitor remembers is bounded (``trainers.history``); every step goes to a file only on request.
+monitor remembers is bounded (``trainers.monitor.history``); every step goes to a file only on request.
 """
 from __future__ import annotations
 
@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, TypeVar
 
 from needle import autograd
 
-from .callbacks import Callback
-from .diagnosis import LeakDiagnosis
+from ..callbacks.base import Callback
+from ..diagnosis.machine import LeakDiagnosis
+from ..diagnosis.warning_categories import GraphLeakWarning, NoGradWarning
 from .history import StepHistory
 from .memory import DeviceMemory, HostMemory
 from .records import StepRecord, write_csv, write_jsonl
 from .step_log import StepLog
-from .warning_categories import GraphLeakWarning, NoGradWarning
 
 if TYPE_CHECKING:
     from needle.backend_ndarray import Device
 
-    from .evidence import Finding
-    from .trainer import Trainer
+    from ..diagnosis.evidence import Finding
+    from ..trainer import Trainer
 
 _Item = TypeVar("_Item")
 
@@ -157,7 +157,7 @@ class MemoryMonitor(Callback):
 
         Returns the text printed, or the path written.
         """
-        from .retained import explain
+        from ..diagnosis.retained import explain
 
         return explain(self.last_finding, path)
 

@@ -1,7 +1,7 @@
 """Warning categories of the trainers' diagnostics.
 
 Filter them in code (``warnings.simplefilter("error", trainers.GraphLeakWarning)``), or from the
-command line with ``NEEDLE_WARNINGS=error`` (``trainers.warning_filters``). ``-W error::UserWarning``
+command line with ``NEEDLE_WARNINGS=error`` (``trainers.diagnosis.warning_filters``). ``-W error::UserWarning``
 also works (DiagnosticWarning is a UserWarning) but turns every library's UserWarning into an
 error; ``-W "error:graph leak"`` and ``-W "error:no_grad missing"`` match the messages' first words.
 """

@@ -6,7 +6,7 @@ import needle
 
 _FRAMEWORK_DIRS = (
     os.path.dirname(os.path.abspath(needle.__file__)) + os.sep,
-    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # trainers/, above diagnosis/
 )
 
 

@@ -4,7 +4,7 @@ A run of a million steps must not make the memory-leak detector itself leak, so 
 grows with the number of steps: the last ``recent`` records are kept whole, older ones survive
 only as a long-run series of numbers in an array allocated once (``long_run_points`` rows,
 every ``stride``-th step, the stride doubling whenever it fills), and peaks are running maxima. The full
-per-step record goes only to a file the user names (``trainers.step_log.StepLog``).
+per-step record goes only to a file the user names (``trainers.monitor.step_log.StepLog``).
 """
 import collections
 from typing import Iterator, List, Optional
@@ -94,8 +94,8 @@ class StepHistory:
         long_run_points: the most samples the long-run series keeps (>= 2).
 
     Example:
-        >>> from trainers.history import StepHistory
-        >>> from trainers.records import StepRecord
+        >>> from trainers.monitor.history import StepHistory
+        >>> from trainers.monitor.records import StepRecord
         >>> history = StepHistory(recent=4, long_run_points=4)
         >>> for i in range(100):
         ...     history.append(StepRecord(i, 0, i % 7, 0, 0, 0, 1, {"cpu": 8 * i}, 0, 0, 0, 0.0))

@@ -1,7 +1,7 @@
 """``ProgressBar``: one tqdm bar per epoch showing loss, accuracy, live graph nodes and memory."""
 import sys
 
-from .callbacks import Callback
+from .base import Callback
 
 
 class ProgressBar(Callback):

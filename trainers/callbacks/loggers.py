@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write
-from .callbacks import Callback
+from ..io import atomic_write
+from .base import Callback
 
 STEP_COLUMNS = ("step", "epoch", "loss", "accuracy", "lr", "batch_size", "live_nodes", "memory_bytes",
                 "host_rss", "time")

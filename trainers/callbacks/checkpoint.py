@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npy_format
 
-from .atomic import atomic_write
-from .callbacks import Callback
+from ..io import atomic_write
+from .base import Callback
 
 FORMAT = "needle-trainer-checkpoint"
 VERSION = 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from .atomic import atomic_write
+from ..io import atomic_write
 
 _MB = 1e6
 

@@ -6,11 +6,11 @@
        ▲                        │ (quiet: ignored)                    │ (nothing by the deadline)     │
        └────────────────────────┴─────────────────────────────────────┴───────────────────────────────┘
 
-- **watching**: every step, the detector reads the O(1) counters (``trainers.detector``).
+- **watching**: every step, the detector reads the O(1) counters (``trainers.diagnosis.detector``).
 - **suspecting**: a suspicion arrived; it is acted on unless a recent false alarm asks for a
   quiet while. Locating then lasts long enough to see the growth recur at its cadence.
 - **locating**: the locator records every new node with its iteration and user lines
-  (``trainers.locator``) until the evidence answers: a finding, or nothing by the deadline (a
+  (``trainers.diagnosis.locator``) until the evidence answers: a finding, or nothing by the deadline (a
   false alarm: back to watching, checking less often for a while).
 - **reporting**: the finding's warning is written and issued; the finding is kept as
   ``last_finding`` with the nodes of one iteration's retained graph. A container whose adding

@@ -2,7 +2,7 @@
 import csv
 import json
 
-from .atomic import atomic_write
+from ..io import atomic_write
 
 FIELDS = (
     "iteration",

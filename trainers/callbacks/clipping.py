@@ -1,7 +1,7 @@
 """``GradientClipping``: clip the gradients' joint norm before every optimizer step, as a callback."""
 from needle.optim import clip_grad_norm
 
-from .callbacks import Callback
+from .base import Callback
 
 
 class GradientClipping(Callback):

@@ -1,0 +1,11 @@
+"""The graph-leak diagnosis: from the O(1) counters to a warning that names the user's line and its fix.
+
+``machine`` (``LeakDiagnosis``, the state machine), ``detector`` (reads the counters),
+``locator`` (finds the line that makes the retained graph), ``adding_line`` (the line that keeps
+it), ``evidence`` (``Suspicion``, ``Finding``), ``sites`` (where in the user's code), ``messages``
+and ``retained`` (the warning's text), ``warning_categories`` and ``warning_filters``
+(``NEEDLE_WARNINGS``). It never imports the trainer or the monitor.
+"""
+from .evidence import Finding, Suspicion
+from .machine import LeakDiagnosis
+from .warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarning

@@ -1,0 +1,9 @@
+"""The memory monitor: ``MemoryMonitor``, the records it keeps per step, their bounded history, plots.
+
+``monitor`` (``MemoryMonitor``), ``records`` (``StepRecord`` and its CSV/JSON-lines files),
+``history`` (``StepHistory``, bounded), ``step_log`` (``StepLog``, every step streamed to a file),
+``memory`` (RSS and GPU pool readings) and ``plot``. The leak diagnosis it runs is
+``trainers.diagnosis``.
+"""
+from .monitor import MemoryMonitor
+from .records import StepRecord
