@@ -8,7 +8,7 @@ Layout: ``trainer`` (the loop), ``callbacks/`` (the hooks and the callbacks that
 (atomic file writes), ``monitor/`` (``MemoryMonitor``, its records, history and plots),
 ``diagnosis/`` (the leak diagnosis; imports neither the trainer nor the monitor).
 """
-from .diagnosis.warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarning
+from .diagnosis.warnings import DiagnosticWarning, GraphLeakWarning, NoGradWarning
 from .monitor.records import StepRecord
 from .diagnosis.evidence import Finding, Suspicion
 from .monitor.monitor import MemoryMonitor
@@ -18,6 +18,6 @@ from .callbacks.progress import ProgressBar
 from .callbacks.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .trainer import History, NonFiniteLossError, Trainer
 from .callbacks.loggers import CSVLogger, JSONLinesLogger, Logger
-from .diagnosis.warning_filters import apply_environment
+from .diagnosis.warnings import apply_environment
 
-apply_environment()  # NEEDLE_WARNINGS=error|ignore|always|default: see trainers.diagnosis.warning_filters
+apply_environment()  # NEEDLE_WARNINGS=error|ignore|always|default: see trainers.diagnosis.warnings

@@ -16,8 +16,7 @@ from needle import autograd
 from .io import atomic_write
 from .callbacks.base import HOOKS, Callback
 from .callbacks.checkpoint import load_checkpoint, save_checkpoint
-from .trainer_state import EpochPosition, checked_trainer_state, empty_loader_message
-from .interrupts import DeferredInterrupt
+from .resume import DeferredInterrupt, EpochPosition, checked_trainer_state, empty_loader_message
 from .callbacks.clipping import GradientClipping
 
 

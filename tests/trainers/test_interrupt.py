@@ -12,7 +12,7 @@ import pytest
 import needle as ndl
 from needle.data import DataLoader, NDArrayDataset
 from trainers import Callback, Trainer, load_checkpoint
-from trainers.interrupts import DeferredInterrupt
+from trainers.resume import DeferredInterrupt
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "train_mnist.py"

@@ -79,7 +79,7 @@ def run_script(tmp_path, environment=None, options=()):
 def test_needle_warnings_error_turns_a_leak_into_an_error(tmp_path):
     result = run_script(tmp_path, {"NEEDLE_WARNINGS": "error"})
     assert result.returncode == 1
-    assert "trainers.diagnosis.warning_categories.GraphLeakWarning: graph leak:" in result.stderr
+    assert "trainers.diagnosis.warnings.GraphLeakWarning: graph leak:" in result.stderr
     assert f"patterns.py:{patterns.site('curve')}: curve.append(loss)" in result.stderr
     assert "ran to the end" not in result.stdout
 

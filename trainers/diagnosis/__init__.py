@@ -2,10 +2,10 @@
 
 ``machine`` (``LeakDiagnosis``, the state machine), ``detector`` (reads the counters),
 ``locator`` (finds the line that makes the retained graph), ``adding_line`` (the line that keeps
-it), ``evidence`` (``Suspicion``, ``Finding``), ``sites`` (where in the user's code), ``messages``
-and ``retained`` (the warning's text), ``warning_categories`` and ``warning_filters``
-(``NEEDLE_WARNINGS``). It never imports the trainer or the monitor.
+it), ``evidence`` (``Suspicion``, ``Finding``), ``sites`` (where in the user's code), ``report``
+(the warning's text and what a leak keeps alive) and ``warnings`` (the categories and
+``NEEDLE_WARNINGS``). It never imports the trainer, the callbacks or the monitor.
 """
 from .evidence import Finding, Suspicion
 from .machine import LeakDiagnosis
-from .warning_categories import DiagnosticWarning, GraphLeakWarning, NoGradWarning
+from .warnings import DiagnosticWarning, GraphLeakWarning, NoGradWarning

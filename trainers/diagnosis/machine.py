@@ -40,9 +40,9 @@ from .evidence import (
     Suspicion,
 )
 from .locator import LeakLocator, fed_forward
-from .messages import graph_leak_message, no_grad_message
+from .report import graph_leak_message, no_grad_message
 from .sites import is_framework_file, source_of
-from .warning_categories import GraphLeakWarning, NoGradWarning
+from .warnings import GraphLeakWarning, NoGradWarning
 
 WATCHING, SUSPECTING, LOCATING, REPORTING = "watching", "suspecting", "locating", "reporting"
 SLOWEST_CADENCE = 8  # iterations between additions to a leak that the locator waits to see

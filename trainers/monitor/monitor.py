@@ -18,7 +18,7 @@ from needle import autograd
 
 from ..callbacks.base import Callback
 from ..diagnosis.machine import LeakDiagnosis
-from ..diagnosis.warning_categories import GraphLeakWarning, NoGradWarning
+from ..diagnosis.warnings import GraphLeakWarning, NoGradWarning
 from .history import StepHistory
 from .memory import DeviceMemory, HostMemory
 from .records import StepRecord, write_csv, write_jsonl
@@ -157,7 +157,7 @@ class MemoryMonitor(Callback):
 
         Returns the text printed, or the path written.
         """
-        from ..diagnosis.retained import explain
+        from ..diagnosis.report import explain
 
         return explain(self.last_finding, path)
 

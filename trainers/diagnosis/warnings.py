@@ -1,4 +1,11 @@
-"""``NEEDLE_WARNINGS``: the command-line switch for every diagnostic warning, read at import.
+"""Warning categories of the trainers' diagnostics.
+
+Filter them in code (``warnings.simplefilter("error", trainers.GraphLeakWarning)``), or from the
+command line with ``NEEDLE_WARNINGS=error`` (below). ``-W error::UserWarning``
+also works (DiagnosticWarning is a UserWarning) but turns every library's UserWarning into an
+error; ``-W "error:graph leak"`` and ``-W "error:no_grad missing"`` match the messages' first words.
+
+``NEEDLE_WARNINGS``: the command-line switch for every diagnostic warning, read at import.
 
 ``python -W error::trainers.GraphLeakWarning`` cannot work: CPython resolves ``-W`` categories
 before site-packages can be imported. So ``trainers`` reads an environment variable instead::
@@ -15,7 +22,18 @@ filter is added.
 import os
 import warnings
 
-from .warning_categories import DiagnosticWarning
+
+class DiagnosticWarning(UserWarning):
+    """Base of every warning the memory monitor gives."""
+
+
+class GraphLeakWarning(DiagnosticWarning):
+    """Graph nodes are kept alive across iterations and keep piling up."""
+
+
+class NoGradWarning(DiagnosticWarning):
+    """Iterations build graph nodes that no backward() ever uses (evaluation without no_grad)."""
+
 
 ENVIRONMENT_VARIABLE = "NEEDLE_WARNINGS"
 ACTIONS = ("error", "ignore", "always", "default", "once", "module")
