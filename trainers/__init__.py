@@ -13,6 +13,7 @@ from .clipping import GradientClipping
 from .progress import ProgressBar
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .trainer import History, NonFiniteLossError, Trainer
+from .fit_checks import FitContractError
 from .loggers import CSVLogger, JSONLinesLogger, Logger
 from .warning_filters import apply_environment
 
