@@ -97,14 +97,17 @@ class FitRollback:
         self.global_step = trainer.global_step
         self.position = trainer._position
         self.random_state = np.random.get_state()
-        self.model_state = trainer.model.state_dict() if hasattr(trainer.model, "state_dict") else None
+        # NOTE: only buffers: no parameter changes before the first optimizer step, but a forward
+        # updates buffers such as BatchNorm's running statistics (a copy of those costs little).
+        named_buffers = getattr(trainer.model, "named_buffers", None)
+        self.buffers = {name: tensor.numpy().copy() for name, tensor in named_buffers()} if callable(named_buffers) else {}
 
     def undo(self, error: BaseException) -> None:
         """Restore the saved state if ``error`` is a FitContractError raised before any step of this fit."""
         if not isinstance(error, FitContractError) or self.trainer.global_step != self.global_step:
             return
-        if self.model_state is not None:
-            self.trainer.model.load_state_dict(self.model_state)
+        if self.buffers:
+            self.trainer.model.load_state_dict(self.buffers, strict=False)
         self.trainer._position = self.position
         np.random.set_state(self.random_state)
 

@@ -1,7 +1,10 @@
 """Sequence modules, as the course lays them out: Sigmoid, RNNCell, RNN, LSTMCell, LSTM, Embedding.
 
 Sequences are ``(seq_len, batch, features)``; a hidden state of ``None`` means zeros. Weights are
-read from their attributes on every call, so replacing ``cell.W_ih`` takes effect at once.
+read from their attributes on every call, so replacing ``cell.W_ih`` takes effect at once. Every
+forward checks its input and states first (``needle.nn.sequence_arguments``): a TypeError for the
+wrong kind (a tuple given to an RNN, one Tensor to an LSTM), a ValueError naming the expected
+shape for the wrong size, batch or number of layers, before anything is computed.
 The layouts are the course's (``x @ W_ih``, W_ih of shape ``(input_size, hidden_size)``, the
 transpose of PyTorch's ``weight_ih_l0``), and the LSTM's gates come in PyTorch's order i, f, g, o.
 """
