@@ -71,6 +71,11 @@ def embedding(indices: Tensor | NDArray, weight: Tensor) -> Tensor:
     """
     if isinstance(indices, Value):
         indices = indices.realize_cached_data()
+    if not isinstance(indices, NDArray):
+        raise TypeError(
+            f"embedding indices must be a needle Tensor (or NDArray) of integers, got {type(indices).__name__}: "
+            "wrap them with ndl.Tensor(indices, dtype='int64')"
+        )
     return EmbeddingLookup(checked_indices(indices, weight.shape[0]))(weight)
 
 

@@ -174,3 +174,9 @@ def test_embedding_op_checks_direct_callers_too():
         ndl.ops.embedding(ndl.Tensor([0.5]), weight)
     with pytest.raises(TypeError, match=r"must be integers .* got dtype bool"):
         ndl.ops.embedding(ndl.Tensor(np.array([True])), weight)
+
+
+def test_embedding_names_indices_that_are_not_a_tensor():
+    embed = nn.Embedding(3, 2)
+    with pytest.raises(TypeError, match=r"embedding indices must be a needle Tensor .* got ndarray: wrap them with ndl.Tensor"):
+        embed(np.array([[1, 2]]))

@@ -42,7 +42,7 @@ class Dictionary:
     def __len__(self) -> int:
         return len(self.idx2word)
 
-    def forget_after(self, count: int) -> None:
+    def _forget_after(self, count: int) -> None:
         """Drop every word added after the first ``count`` (undoes a failed read)."""
         for word in self.idx2word[count:]:
             del self.word2idx[word]
@@ -101,7 +101,7 @@ class Corpus:
                     ids.extend(add_word(word) for word in line.split())
                     ids.append(add_word(END_OF_SENTENCE))
         except UnicodeDecodeError as error:
-            self.dictionary.forget_after(known_words)  # a failed read adds no words
+            self.dictionary._forget_after(known_words)  # a failed read adds no words
             raise ValueError(_not_utf8_message(path, error)) from error
         return ids
 
