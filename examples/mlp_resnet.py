@@ -48,8 +48,12 @@ def MLPResNet(dim, hidden_dim=100, num_blocks=3, num_classes=10, norm=nn.BatchNo
         >>> model(ndl.init.rand(4, 784)).shape
         (4, 10)
     """
+    # NOTE: the layers are made in the order they run (first Linear, blocks, last Linear), as the
+    # course does, so that under numpy.random.seed the weights are drawn to the course's values.
+    first = nn.Linear(dim, hidden_dim)
     blocks = [ResidualBlock(hidden_dim, hidden_dim // 2, norm=norm, drop_prob=drop_prob) for _ in range(num_blocks)]
-    return nn.Sequential(nn.Linear(dim, hidden_dim), nn.ReLU(), *blocks, nn.Linear(hidden_dim, num_classes))
+    last = nn.Linear(hidden_dim, num_classes)
+    return nn.Sequential(first, nn.ReLU(), *blocks, last)
 
 
 def epoch(dataloader, model, opt=None):
@@ -66,8 +70,7 @@ def epoch(dataloader, model, opt=None):
     model.train() if training else model.eval()
     errors, samples, losses = 0, 0, []
     with ndl.set_grad_enabled(training):
-        for X, y in dataloader:
-            X = X.reshape((X.shape[0], int(np.prod(X.shape[1:]))))
+        for X, y in dataloader:  # MNISTDataset's rows of 784 values go straight into the first Linear
             logits = model(X)
             loss = loss_fn(logits, y)
             if training:

@@ -1,5 +1,6 @@
 """Sequential MNIST: an LSTM reads each 28x28 image one row (28 pixels) at a time; a linear head
-classifies its last hidden state. Used by ``train_mnist.py --model lstm``.
+classifies its last hidden state. Used by ``train_mnist.py --model lstm``. It takes ``MNISTDataset``
+batches in either layout: flat rows (the default) or images (``flat=False``).
 
 Example:
     >>> import needle as ndl

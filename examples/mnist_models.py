@@ -1,7 +1,7 @@
 """The convolutional MNIST model that ``examples/train_mnist.py --model cnn`` trains.
 
-It takes MNIST batches flat ``(N, 784)`` (as ``parse_mnist`` gives them) or as images
-``(N, 28, 28, 1)`` (as ``MNISTDataset`` does) and returns ``(N, 10)`` logits.
+It takes MNIST batches flat ``(N, 784)`` (as ``parse_mnist`` and ``MNISTDataset`` give them) or
+as images ``(N, 28, 28, 1)`` (as ``MNISTDataset(..., flat=False)`` does) and returns ``(N, 10)`` logits.
 """
 import importlib.util
 import sys

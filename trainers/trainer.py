@@ -18,6 +18,7 @@ from .callbacks.base import HOOKS, Callback
 from .callbacks.checkpoint import load_checkpoint, save_checkpoint
 from .resume import DeferredInterrupt, EpochPosition, checked_trainer_state, empty_loader_message
 from .callbacks.clipping import GradientClipping
+from .fit_checks import FitRollback, check_loader, check_logits, check_loss, checked_batch
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -83,10 +84,28 @@ class History:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> "History":
-        """Read a history written by ``to_json``."""
-        with open(path) as stream:
-            document = json.load(stream)
-        return cls(document["steps"], document["epochs"])
+        """Read a history written by ``to_json``.
+
+        Raises:
+            ValueError naming ``path`` when it is not UTF-8 JSON (e.g. truncated) or not the
+            ``{"steps": [...], "epochs": [...]}`` that ``to_json`` writes.
+        """
+        try:
+            with open(path, encoding="utf-8") as stream:
+                document = json.load(stream)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            where = f" at line {error.lineno}, column {error.colno}" if isinstance(error, json.JSONDecodeError) else ""
+            raise ValueError(
+                f"History.from_json: {os.fspath(path)} is not valid JSON ({error}){where}; a truncated file "
+                "(e.g. copied while being written) reads so: write it again with history.to_json(path)"
+            ) from error
+        entries = (document.get("steps"), document.get("epochs")) if isinstance(document, dict) else (None, None)
+        if not all(isinstance(part, list) and all(isinstance(entry, dict) for entry in part) for part in entries):
+            raise ValueError(
+                f"History.from_json: {os.fspath(path)} is JSON but not a history: expected "
+                '{"steps": [dicts], "epochs": [dicts]}, as history.to_json(path) writes'
+            )
+        return cls(*entries)
 
     def __repr__(self) -> str:
         return f"History({len(self.epochs)} epochs, {len(self.steps)} steps)"
@@ -193,15 +212,24 @@ class Trainer:
             NonFiniteLossError (a FloatingPointError): the loss became NaN or infinite; the
                 message names the epoch and global step, and that step was not applied.
             ValueError: ``train_loader`` yields no batches.
+            FitContractError (a TypeError): the loader is not iterable or yields something other
+                than ``(X, y)`` pairs of Tensors, the model's forward does not return one Tensor,
+                or the loss is not a scalar Tensor that depends on the parameters. Raised before
+                the fit's first step, it leaves the trainer, model, optimizer, history and numpy's
+                random state as they were (see ``trainers.fit_checks``).
         """
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"fit epochs must be a non-negative int; got epochs={epochs!r}")
+        check_loader(train_loader)
+        if val_loader is not None:
+            check_loader(val_loader, "val_loader")
         if epochs and _length(train_loader) == 0:
             raise ValueError(empty_loader_message(train_loader))
         self.should_stop = False
         self.interrupted = False
         self.batches_per_epoch = _length(train_loader)
         guard = DeferredInterrupt()
+        rollback = FitRollback(self)
         try:
             with guard:
                 self.dispatch("on_fit_start")
@@ -210,7 +238,8 @@ class Trainer:
                     batches = self._epoch_batches(train_loader, epoch)
                     position = self._position
                     started, first_step = time.perf_counter(), len(self.history.steps) - position.batches_done
-                    for X, y in batches:
+                    for batch in batches:
+                        X, y = checked_batch(batch, position.batches_done)
                         with guard.critical():
                             self.dispatch("on_train_batch_start", (X, y), position.batches_done)
                             loss, accuracy = self.train_step(X, y)
@@ -231,6 +260,7 @@ class Trainer:
             self.dispatch("on_exception", interrupt)
             self.dispatch("on_fit_end")
         except BaseException as error:
+            rollback.undo(error)  # a FitContractError before the first step: the fit changed nothing
             self.dispatch("on_exception", error)
             raise
         return self.history
@@ -244,7 +274,9 @@ class Trainer:
         X, y = self._to_device(X), self._to_device(y)
         self.optimizer.reset_grad()
         logits = self.model(X)
+        check_logits(logits)
         loss = self.loss_fn(logits, y)
+        check_loss(loss)
         loss_value = float(loss.numpy())
         if not math.isfinite(loss_value):
             raise self._non_finite(loss_value)
@@ -269,14 +301,17 @@ class Trainer:
         Returns:
             ``{"loss": float, "accuracy": float}``, each weighted by batch size.
         """
+        check_loader(loader, "loader")
         was_training = getattr(self.model, "training", True)
         self.model.eval()
         samples = loss_sum = correct_sum = 0.0
         try:
             with needle.no_grad():
-                for X, y in loader:
+                for index, batch in enumerate(loader):
+                    X, y = checked_batch(batch, index, "loader")
                     X, y = self._to_device(X), self._to_device(y)
                     logits = self.model(X)
+                    check_logits(logits)
                     size = y.shape[0]
                     samples += size
                     loss_sum += float(self.loss_fn(logits, y).numpy()) * size

@@ -107,16 +107,21 @@ def parse_mnist(image_filename, label_filename):
 
 
 class MNISTDataset(Dataset):
-    """MNIST as ``(image, label)`` pairs, images 28 x 28 x 1 float32 in [0, 1].
+    """MNIST as ``(image, label)`` pairs: by default, as the course, each image a flat row of 784
+    float32 values in [0, 1]; with ``flat=False``, a 28 x 28 x 1 image (height, width, channels).
 
-    An int index gives an image of shape (28, 28, 1) and a uint8 label; a slice
-    or integer index array gives a batch of shape (B, 28, 28, 1) and (B,)
-    labels, made by one reshape. Transforms, when set, run per sample.
+    An int index gives one image and a uint8 label; a slice or integer index array gives a
+    batch, (B, 784) or (B, 28, 28, 1), and (B,) labels, made by one reshape (a view). A flat
+    row feeds ``nn.Linear(784, ...)`` as it is, so the course's ``epoch`` functions work
+    unchanged; image-shaped items suit convolutional models (``examples/mnist_models.py``
+    reshapes either layout to NCHW). Transforms, when set, run per sample and always see a
+    28 x 28 x 1 image; with ``flat=True`` each result is flattened back to 784 values.
 
     Args:
         image_filename: gzipped IDX image file.
         label_filename: gzipped IDX label file.
         transforms: optional list of per-image transforms (see ``needle.data.transforms``).
+        flat: True (default, the course's layout) for rows of 784 values; False for 28 x 28 x 1 images.
 
     Example:
         >>> from needle.data import mnist
@@ -124,21 +129,29 @@ class MNISTDataset(Dataset):
         >>> dataset = MNISTDataset(files.test_images, files.test_labels)
         >>> image, label = dataset[0]
         >>> image.shape, int(label), len(dataset)
-        ((28, 28, 1), 7, 10000)
+        ((784,), 7, 10000)
         >>> dataset[0:4][0].shape
+        (4, 784)
+        >>> MNISTDataset(files.test_images, files.test_labels, flat=False)[0:4][0].shape
         (4, 28, 28, 1)
     """
 
     supports_array_index = True
 
-    def __init__(self, image_filename, label_filename, transforms=None):
+    def __init__(self, image_filename, label_filename, transforms=None, flat=True):
         for name, value in (("image_filename", image_filename), ("label_filename", label_filename)):
             if not isinstance(value, (str, bytes, os.PathLike)):
                 raise TypeError(
                     f"MNISTDataset {name} must be the path of a gzipped IDX file (e.g. "
                     f"needle.data.mnist().train_images); got {name}={value!r}"
                 )
+        if not isinstance(flat, bool):
+            raise TypeError(
+                f"MNISTDataset flat must be True (rows of 784 values, the course's layout) or False "
+                f"(28 x 28 x 1 images); got flat={flat!r}"
+            )
         super().__init__(transforms)
+        self.flat = flat
         self.images, self.labels = parse_mnist(image_filename, label_filename)
 
     def __len__(self):
@@ -147,14 +160,23 @@ class MNISTDataset(Dataset):
     def __getitem__(self, index):
         images, labels = self.images[index], self.labels[index]
         if images.ndim == 1:
-            return self.apply_transforms(images.reshape(IMAGE_SIDE, IMAGE_SIDE, 1)), labels
-        batch = images.reshape(-1, IMAGE_SIDE, IMAGE_SIDE, 1)
+            return self._item(images), labels
         if self.transforms:
-            batch = np.stack([self.apply_transforms(image) for image in batch])
-        return batch, labels
+            return np.stack([self._item(image) for image in images]), labels
+        return self._layout(images), labels
+
+    def _item(self, row):
+        """One image from its row of 784 values, through the transforms, in this dataset's layout."""
+        if not self.transforms:
+            return row if self.flat else row.reshape(IMAGE_SIDE, IMAGE_SIDE, 1)
+        image = self.apply_transforms(row.reshape(IMAGE_SIDE, IMAGE_SIDE, 1))
+        return np.asarray(image).reshape(IMAGE_SIDE * IMAGE_SIDE) if self.flat else image
+
+    def _layout(self, rows):
+        return rows if self.flat else rows.reshape(-1, IMAGE_SIDE, IMAGE_SIDE, 1)
 
     def as_arrays(self):
-        """``(images (N, 28, 28, 1), labels (N,))`` without transforms, else None."""
+        """``(images, labels)`` without transforms, images (N, 784) or, with ``flat=False``, (N, 28, 28, 1); else None."""
         if self.transforms:
             return None
-        return self.images.reshape(-1, IMAGE_SIDE, IMAGE_SIDE, 1), self.labels
+        return self._layout(self.images), self.labels

@@ -1,5 +1,6 @@
 """Convolution layer (the course's ``needle.nn.nn_conv``): NCHW in and out, "same" padding."""
 from .. import init, ops
+from .layers import _flag, _positive_int
 from .module import Module, Parameter
 
 
@@ -11,6 +12,8 @@ class Conv(Module):
     ``±1 / sqrt(in_channels * k * k)``, drawn after the weight (the course's order, so
     ``numpy.random.seed`` reproduces its values). For PyTorch's ``Conv2d`` weight layout
     ``(out, in, k, k)`` use ``weight.numpy().transpose(3, 2, 0, 1)``.
+
+    Every size is checked at construction: a TypeError or ValueError names the argument.
 
     Args:
         in_channels: channels of the input (axis 1).
@@ -45,6 +48,11 @@ class Conv(Module):
             if len(kernel_size) != 2 or kernel_size[0] != kernel_size[1]:
                 raise ValueError(f"Conv takes a square kernel: kernel_size must be an int, got {kernel_size!r}")
             kernel_size = kernel_size[0]
+        in_channels = _positive_int(in_channels, "in_channels", "Conv")
+        out_channels = _positive_int(out_channels, "out_channels", "Conv")
+        kernel_size = _positive_int(kernel_size, "kernel_size", "Conv")
+        stride = _positive_int(stride, "stride", "Conv")
+        _flag(bias, "bias", "Conv")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = kernel_size

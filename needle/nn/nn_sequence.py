@@ -1,7 +1,10 @@
 """Sequence modules, as the course lays them out: Sigmoid, RNNCell, RNN, LSTMCell, LSTM, Embedding.
 
 Sequences are ``(seq_len, batch, features)``; a hidden state of ``None`` means zeros. Weights are
-read from their attributes on every call, so replacing ``cell.W_ih`` takes effect at once.
+read from their attributes on every call, so replacing ``cell.W_ih`` takes effect at once. Every
+forward checks its input and states first (``needle.nn.sequence_arguments``): a TypeError for the
+wrong kind (a tuple given to an RNN, one Tensor to an LSTM), a ValueError naming the expected
+shape for the wrong size, batch or number of layers, before anything is computed.
 The layouts are the course's (``x @ W_ih``, W_ih of shape ``(input_size, hidden_size)``, the
 transpose of PyTorch's ``weight_ih_l0``), and the LSTM's gates come in PyTorch's order i, f, g, o.
 """
@@ -9,9 +12,10 @@ import math
 from typing import List, Optional, Tuple
 
 from .. import init, ops
-from ..autograd import Tensor
+from ..autograd import Tensor, TensorTuple
 from .layers import Sigmoid
 from .module import Module, Parameter
+from .sequence_arguments import check_pair_state, check_sequence_input, check_single_state, check_step_input
 
 __all__ = ["Embedding", "LSTM", "LSTMCell", "RNN", "RNNCell", "Sigmoid"]
 
@@ -22,24 +26,15 @@ def _uniform(bound, *shape, device, dtype):
     return Parameter(init.rand(*shape, low=-bound, high=bound, device=device, dtype=dtype))
 
 
-def _check_sequence(X, input_size, name):
-    if X.ndim != 3 or X.shape[2] != input_size:
-        raise ValueError(
-            f"{name} expects a sequence of shape (seq_len, batch, {input_size}), got {X.shape}: "
-            "the time axis comes first (transpose a (batch, seq_len, features) input with X.transpose((0, 1)))"
-        )
-
-
-def _check_state(state, num_layers, batch, hidden_size, name, what="h0"):
-    expected = (num_layers, batch, hidden_size)
-    if state.shape != expected:
-        raise ValueError(f"{name}: {what} must have shape (num_layers, batch, hidden_size) = {expected}, got {state.shape}")
-
-
 def _sum_of_biases(bias_ih, bias_hh):
     if bias_ih is None:
         return bias_hh
     return bias_ih if bias_hh is None else bias_ih + bias_hh
+
+
+def _as_tuple(state):
+    """A TensorTuple state (an op's output used as is) read as a plain tuple of its Tensors."""
+    return state.tuple() if isinstance(state, TensorTuple) else state
 
 
 def _zeros_state(X, hidden_size):
@@ -93,7 +88,8 @@ class RNNCell(Module):
 
     def forward(self, X: Tensor, h: Optional[Tensor] = None) -> Tensor:
         """``X`` (batch, input_size), ``h`` (batch, hidden_size) or None; returns the next h."""
-        if h is None:
+        batch = check_step_input(X, self.input_size, "RNNCell")
+        if check_single_state(h, (batch, self.hidden_size), "RNNCell") is None:
             h = _zeros_state(X, self.hidden_size)
         pre_activation = ops.linear(X, self.W_ih, self.bias_ih) + ops.linear(h, self.W_hh, self.bias_hh)
         return ops.tanh(pre_activation) if self.nonlinearity == "tanh" else ops.relu(pre_activation)
@@ -134,12 +130,10 @@ class RNN(Module):
         ]
 
     def forward(self, X: Tensor, h0: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        _check_sequence(X, self.input_size, "RNN")
-        batch = X.shape[1]
-        if h0 is None:
+        batch = check_sequence_input(X, self.input_size, "RNN")
+        if check_single_state(h0, (self.num_layers, batch, self.hidden_size), "RNN", "h0") is None:
             initial = [init.zeros(batch, self.hidden_size, device=X.device, dtype=X.dtype)] * self.num_layers
         else:
-            _check_state(h0, self.num_layers, batch, self.hidden_size, "RNN")
             initial = list(ops.split(h0, 0)) if self.num_layers > 1 else [h0.reshape((batch, self.hidden_size))]
         last = []
         output = X
@@ -190,9 +184,11 @@ class LSTMCell(Module):
 
     def forward(self, X: Tensor, h: Optional[State] = None) -> State:
         """``X`` (batch, input_size) and ``h = (h0, c0)`` or None; returns ``(h', c')``."""
-        if h is None:
-            h = (_zeros_state(X, self.hidden_size), _zeros_state(X, self.hidden_size))
-        h_prev, c_prev = h
+        batch = check_step_input(X, self.input_size, "LSTMCell")
+        state = check_pair_state(_as_tuple(h), (batch, self.hidden_size), "LSTMCell", names=("h", "c"))
+        if state is None:
+            state = (_zeros_state(X, self.hidden_size), _zeros_state(X, self.hidden_size))
+        h_prev, c_prev = state
         h_next, c_next = ops.lstm_cell(X, h_prev, c_prev, self.W_ih, self.W_hh, self.combined_bias())
         return h_next, c_next
 
@@ -230,15 +226,13 @@ class LSTM(Module):
         ]
 
     def forward(self, X: Tensor, h: Optional[State] = None) -> Tuple[Tensor, State]:
-        _check_sequence(X, self.input_size, "LSTM")
-        batch = X.shape[1]
-        if h is None:
+        batch = check_sequence_input(X, self.input_size, "LSTM")
+        state = check_pair_state(_as_tuple(h), (self.num_layers, batch, self.hidden_size), "LSTM")
+        if state is None:
             zeros = init.zeros(batch, self.hidden_size, device=X.device, dtype=X.dtype)
             initial: List = [(zeros, zeros)] * self.num_layers
         else:
-            h0, c0 = h
-            for state, what in ((h0, "h0"), (c0, "c0")):
-                _check_state(state, self.num_layers, batch, self.hidden_size, "LSTM", what)
+            h0, c0 = state
             initial = list(zip(ops.split(h0, 0), ops.split(c0, 0))) if self.num_layers > 1 else [
                 (h0.reshape((batch, self.hidden_size)), c0.reshape((batch, self.hidden_size)))
             ]
@@ -261,8 +255,9 @@ class Embedding(Module):
 
     ``weight`` (num_embeddings, embedding_dim) is drawn from N(0, 1). The result equals the
     course's ``one_hot(x) @ weight`` but is one row lookup; the gradient adds each position's
-    adjoint into its word's row (repeated words add up). Indices may be float (the course's
-    batches) or integer tensors.
+    adjoint into its word's row (repeated words add up). Indices may be integer tensors or
+    integer-valued floats (the course's batches); a fractional, NaN or infinite index is a
+    ValueError naming it, one outside ``[0, num_embeddings)`` an IndexError.
 
     Example:
         >>> import needle as ndl
@@ -277,10 +272,5 @@ class Embedding(Module):
         self.weight = Parameter(init.randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
 
     def forward(self, x: Tensor) -> Tensor:
-        indices = x.realize_cached_data().numpy()
-        if indices.size and (indices.min() < 0 or indices.max() >= self.num_embeddings):
-            raise IndexError(
-                f"Embedding has {self.num_embeddings} rows, got indices from {indices.min():g} to "
-                f"{indices.max():g}: indices must lie in [0, num_embeddings)"
-            )
+        # NOTE: ops.embedding checks the indices (whole numbers in [0, num_embeddings)) before the lookup.
         return ops.embedding(x, self.weight)

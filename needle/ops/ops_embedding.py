@@ -71,8 +71,47 @@ def embedding(indices: Tensor | NDArray, weight: Tensor) -> Tensor:
     """
     if isinstance(indices, Value):
         indices = indices.realize_cached_data()
+    if not isinstance(indices, NDArray):
+        raise TypeError(
+            f"embedding indices must be a needle Tensor (or NDArray) of integers, got {type(indices).__name__}: "
+            "wrap them with ndl.Tensor(indices, dtype='int64')"
+        )
+    return EmbeddingLookup(checked_indices(indices, weight.shape[0]))(weight)
+
+
+def checked_indices(indices: NDArray, num_embeddings: int) -> NDArray:
+    """``indices`` as integers in ``[0, num_embeddings)``, or an error naming the first bad one.
+
+    Integer-valued floats (the course's batches hold word indices as float32) are converted;
+    a fractional, NaN or infinite index is a ValueError, one out of range an IndexError.
+    """
     raw = indices.raw
-    if raw.dtype.kind not in "iu":
-        # NOTE: the course's batches hold word indices as floats; they are exact integers.
-        indices = NDArray.wrap(raw.astype("int64"), indices.device)
-    return EmbeddingLookup(indices)(weight)
+    xp = indices.device.xp
+    if raw.dtype.kind == "b" or raw.dtype.kind not in "iuf":
+        raise TypeError(f"Embedding indices must be integers (or integer-valued floats), got dtype {raw.dtype}")
+    if raw.dtype.kind == "f":
+        whole = xp.isfinite(raw) & (raw == xp.floor(raw))
+        if not bool(whole.all()):
+            position = _first(~whole)
+            value = numpy.dtype(raw.dtype).type(raw[position].item())  # printed at its own precision
+            raise ValueError(
+                f"Embedding index {value!s} at position {position} is not a whole number: indices pick rows, "
+                "so they must be integers (integer-valued floats such as 2.0 are fine); round or cast them first"
+            )
+    outside = (raw < 0) | (raw >= num_embeddings)
+    if raw.size and bool(outside.any()):
+        position = _first(outside)
+        raise IndexError(
+            f"Embedding has {num_embeddings} rows, got index {int(raw[position])} at position {position} "
+            f"(indices from {int(raw.min())} to {int(raw.max())}): indices must lie in [0, num_embeddings)"
+        )
+    if raw.dtype.kind == "f":
+        # NOTE: the course's batches hold word indices as floats; checked above to be exact integers in range.
+        return NDArray.wrap(raw.astype("int64"), indices.device)
+    return indices
+
+
+def _first(mask):
+    """The position (a tuple of ints) of the first True element of ``mask``."""
+    flat = int(mask.reshape(-1).argmax())
+    return tuple(int(axis) for axis in numpy.unravel_index(flat, mask.shape))

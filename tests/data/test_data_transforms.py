@@ -60,11 +60,21 @@ def test_transform_arguments_are_checked():
 
 def test_mnist_applies_transforms_per_sample(fake_pair):
     images, labels, pixels = fake_pair
-    dataset = MNISTDataset(images, labels, transforms=[RandomFlipHorizontal(p=1.0)])
+    seen = []
+
+    def flip_and_record(image):
+        seen.append(image.shape)
+        return RandomFlipHorizontal(p=1.0)(image)
+
     expected = (pixels.reshape(3, 28, 28, 1) / 255.0).astype(np.float32)[:, :, ::-1, :]
-    image, label = dataset[1]
-    np.testing.assert_array_equal(image, expected[1])
-    batch, batch_labels = dataset[np.array([2, 0])]
-    np.testing.assert_array_equal(batch, expected[[2, 0]])
-    np.testing.assert_array_equal(batch_labels, [9, 7])
-    assert dataset.as_arrays() is None  # transforms rule out device-resident arrays
+    for flat, shape in ((True, (784,)), (False, (28, 28, 1))):
+        dataset = MNISTDataset(images, labels, transforms=[flip_and_record], flat=flat)
+        image, label = dataset[1]
+        assert image.shape == shape and image.dtype == np.float32
+        np.testing.assert_array_equal(image, expected[1].reshape(shape))
+        batch, batch_labels = dataset[np.array([2, 0])]
+        np.testing.assert_array_equal(batch, expected[[2, 0]].reshape((2,) + shape))
+        np.testing.assert_array_equal(batch_labels, [9, 7])
+        assert dataset.as_arrays() is None  # transforms rule out device-resident arrays
+        np.testing.assert_array_equal(dataset.images, (pixels.reshape(3, 784) / 255.0).astype(np.float32))  # untouched
+    assert set(seen) == {(28, 28, 1)}  # transforms always see an image

@@ -127,7 +127,7 @@ def test_mnist_batches(mnist_paths, test_set):
     loader = DataLoader(test_set, batch_size=64)
     assert len(loader) == 157
     x, y = next(iter(loader))
-    assert x.shape == (64, 28, 28, 1) and x.numpy().dtype == np.float32
+    assert x.shape == (64, 784) and x.numpy().dtype == np.float32
     assert y.numpy().dtype == np.uint8
     np.testing.assert_array_equal(x.numpy(), test_set[0:64][0])
     np.testing.assert_array_equal(y.numpy()[:3], [7, 2, 1])
@@ -137,6 +137,9 @@ def test_mnist_with_transforms(mnist_paths):
     flipped = MNISTDataset(mnist_paths.test_images, mnist_paths.test_labels, [RandomFlipHorizontal(p=1.0)])
     x, _ = next(iter(DataLoader(flipped, batch_size=3)))
     expected = flipped.images[:3].reshape(3, 28, 28, 1)[:, :, ::-1, :]
+    np.testing.assert_array_equal(x.numpy(), expected.reshape(3, 784))  # flipped as images, flattened back
+    images = MNISTDataset(mnist_paths.test_images, mnist_paths.test_labels, [RandomFlipHorizontal(p=1.0)], flat=False)
+    x, _ = next(iter(DataLoader(images, batch_size=3)))
     np.testing.assert_array_equal(x.numpy(), expected)
 
 

@@ -3,7 +3,9 @@ import gzip
 import numpy as np
 import pytest
 
-from needle.data import MNISTDataset, MNISTFormatError, parse_mnist
+import needle as ndl
+from needle import nn
+from needle.data import DataLoader, MNISTDataset, MNISTFormatError, parse_mnist
 
 
 def test_train_set_shapes_dtypes_and_labels(train_set):
@@ -12,7 +14,7 @@ def test_train_set_shapes_dtypes_and_labels(train_set):
     assert train_set.labels.dtype == np.uint8
     np.testing.assert_array_equal(train_set.labels[:5], [5, 0, 4, 1, 9])
     image, label = train_set[0]
-    assert image.shape == (28, 28, 1) and image.dtype == np.float32
+    assert image.shape == (784,) and image.dtype == np.float32  # the course's flat row
     assert label == 5
 
 
@@ -30,16 +32,51 @@ def test_test_set(test_set):
     np.testing.assert_array_equal(test_set.labels[:3], [7, 2, 1])
 
 
-def test_batch_indexing_is_one_reshape(test_set):
+def test_batch_indexing_gives_flat_rows(test_set):
     batch, labels = test_set[np.array([3, 1, 3])]
-    assert batch.shape == (3, 28, 28, 1)
-    np.testing.assert_array_equal(batch[1], test_set.images[1].reshape(28, 28, 1))
+    assert batch.shape == (3, 784) and batch.dtype == np.float32
+    np.testing.assert_array_equal(batch[1], test_set.images[1])
     np.testing.assert_array_equal(labels, test_set.labels[[3, 1, 3]])
     sliced, sliced_labels = test_set[10:14]
-    assert sliced.shape == (4, 28, 28, 1) and np.shares_memory(sliced, test_set.images)
+    assert sliced.shape == (4, 784) and np.shares_memory(sliced, test_set.images)
     np.testing.assert_array_equal(sliced_labels, test_set.labels[10:14])
     images, labels = test_set.as_arrays()
-    assert images.shape == (10000, 28, 28, 1) and labels is test_set.labels
+    assert images.shape == (10000, 784) and labels is test_set.labels
+
+
+def test_image_shaped_items_are_one_reshape(mnist_paths, test_set):
+    images = MNISTDataset(mnist_paths.test_images, mnist_paths.test_labels, flat=False)
+    image, label = images[1]
+    assert image.shape == (28, 28, 1) and label == test_set.labels[1]
+    np.testing.assert_array_equal(image, test_set.images[1].reshape(28, 28, 1))
+    batch, _ = images[np.array([3, 1, 3])]
+    assert batch.shape == (3, 28, 28, 1)
+    np.testing.assert_array_equal(batch[1], test_set.images[1].reshape(28, 28, 1))
+    sliced, _ = images[10:14]
+    assert sliced.shape == (4, 28, 28, 1) and np.shares_memory(sliced, images.images)
+    assert images.as_arrays()[0].shape == (10000, 28, 28, 1)
+
+
+def test_flat_must_be_a_bool(mnist_paths):
+    with pytest.raises(TypeError, match=r"MNISTDataset flat must be True .* or False .*got flat='no'"):
+        MNISTDataset(mnist_paths.test_images, mnist_paths.test_labels, flat="no")
+
+
+def test_a_course_style_epoch_feeds_batches_straight_into_linear(mnist_paths):
+    """The course's hw2 ``epoch`` passes each batch to ``Linear(784, ...)`` without reshaping."""
+
+    np.random.seed(0)
+    dataset = MNISTDataset(mnist_paths.test_images, mnist_paths.test_labels)
+    model = nn.Sequential(nn.Linear(784, 16), nn.ReLU(), nn.Linear(16, 10))
+    opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for X, y in DataLoader(dataset, batch_size=500):
+        loss = nn.SoftmaxLoss()(model(X), y)
+        opt.reset_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.numpy()))
+    assert len(losses) == 20 and losses[-1] < losses[0]
 
 
 def test_parse_mnist_fake_files(fake_pair):

@@ -75,3 +75,50 @@ def test_train_mnist_returns_the_four_figures(mlp_resnet, tmp_path):
     train_error, train_loss, test_error, test_loss = figures
     assert 0 <= train_error < 0.3 and 0 <= test_error < 0.2  # chance is 0.9
     assert np.isfinite(train_loss) and np.isfinite(test_loss)
+
+
+# ---- the course's draw order ------------------------------------------------------------------------
+def course_linear(rng_draw, in_features, out_features):
+    """A Linear's (weight, bias) drawn as needle's init does: Kaiming uniform from numpy's global
+    RNG, weight (in, out) first, then the bias as a (out, 1) draw with fan_in = out."""
+    weight_bound = np.sqrt(2) * np.sqrt(3 / in_features)
+    weight = rng_draw(in_features, out_features) * 2 * weight_bound - weight_bound
+    bias_bound = np.sqrt(2) * np.sqrt(3 / out_features)
+    bias = rng_draw(out_features, 1) * 2 * bias_bound - bias_bound
+    return weight.astype(np.float32), bias.reshape(1, out_features).astype(np.float32)
+
+
+def batch_norm(x, eps=1e-5):
+    mean = x.mean(axis=0)
+    return (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=0) + eps)  # weight 1, bias 0 at init
+
+
+def course_mlp_resnet_forward(x, dim, hidden_dim, num_blocks, num_classes, seed):
+    """MLPResNet's forward in train mode (batch statistics, drop_prob=0), weights drawn in the course's
+    order: the first Linear, then each block's two Linears, then the last Linear."""
+    np.random.seed(seed)
+    first = course_linear(np.random.rand, dim, hidden_dim)
+    blocks = [
+        (course_linear(np.random.rand, hidden_dim, hidden_dim // 2), course_linear(np.random.rand, hidden_dim // 2, hidden_dim))
+        for _ in range(num_blocks)
+    ]
+    last = course_linear(np.random.rand, hidden_dim, num_classes)
+    relu = lambda a: np.maximum(a, 0)  # noqa: E731
+    h = relu(x @ first[0] + first[1])
+    for (w1, b1), (w2, b2) in blocks:
+        inner = relu(batch_norm(h @ w1 + b1))
+        h = relu(h + batch_norm(inner @ w2 + b2))
+    return h @ last[0] + last[1]
+
+
+def test_a_seeded_mlp_resnet_draws_its_weights_in_the_courses_order(mlp_resnet):
+    x = np.random.default_rng(7).random((6, 20)).astype(np.float32)  # its own generator: the seed below is the model's
+    np.random.seed(3)
+    model = mlp_resnet.MLPResNet(20, hidden_dim=12, num_blocks=2, num_classes=5, drop_prob=0.0)
+    model.train()
+    got = model(ndl.Tensor(x)).numpy()
+    want = course_mlp_resnet_forward(x.astype(np.float64), 20, 12, 2, 5, seed=3)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    first_weight = model.parameters()[0].numpy()
+    np.random.seed(3)
+    np.testing.assert_array_equal(first_weight, course_linear(np.random.rand, 20, 12)[0])  # the first draw is the first Linear's

@@ -39,3 +39,32 @@ def test_good_arguments_still_make_layers(device):
     assert nn.Dropout(np.float32(0.25)).p == 0.25
     assert nn.Dropout(1).p == 1.0
     assert len(nn.Sequential()) == 0
+
+
+@pytest.mark.parametrize(
+    "arguments, error, pattern",
+    [
+        pytest.param(dict(kernel_size=0), ValueError, r"Conv: kernel_size must be at least 1, got kernel_size=0", id="kernel-zero"),
+        pytest.param(dict(kernel_size=-3), ValueError, r"Conv: kernel_size must be at least 1, got kernel_size=-3", id="kernel-negative"),
+        pytest.param(dict(kernel_size=3.0), TypeError, r"Conv: kernel_size must be a positive int, got float 3.0", id="kernel-float"),
+        pytest.param(dict(kernel_size=(0, 0)), ValueError, r"Conv: kernel_size must be at least 1", id="kernel-zero-pair"),
+        pytest.param(dict(in_channels=0), ValueError, r"Conv: in_channels must be at least 1, got in_channels=0", id="in-zero"),
+        pytest.param(dict(in_channels=3.0), TypeError, r"Conv: in_channels must be a positive int, got float", id="in-float"),
+        pytest.param(dict(out_channels=-1), ValueError, r"Conv: out_channels must be at least 1, got out_channels=-1", id="out-negative"),
+        pytest.param(dict(out_channels="8"), TypeError, r"Conv: out_channels must be a positive int, got str '8'", id="out-str"),
+        pytest.param(dict(stride=0), ValueError, r"Conv: stride must be at least 1, got stride=0", id="stride-zero"),
+        pytest.param(dict(stride=1.5), TypeError, r"Conv: stride must be a positive int, got float 1.5", id="stride-float"),
+        pytest.param(dict(bias=None), TypeError, r"Conv: bias must be True or False, got NoneType", id="bias-none"),
+    ],
+)
+def test_bad_conv_arguments_are_named_at_construction(arguments, error, pattern):
+    given = dict(in_channels=3, out_channels=8, kernel_size=3) | arguments
+    state_before = np.random.get_state()[1].copy()
+    with pytest.raises(error, match=pattern):
+        nn.Conv(**given)
+    np.testing.assert_array_equal(np.random.get_state()[1], state_before)  # nothing was drawn
+
+
+def test_good_conv_arguments_still_make_layers():
+    assert nn.Conv(np.int64(3), 8, (3, 3), stride=np.int32(2)).weight.shape == (3, 3, 3, 8)
+    assert nn.Conv(1, 1, 1, bias=False).bias is None
