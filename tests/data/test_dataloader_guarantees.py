@@ -262,3 +262,131 @@ def test_the_state_names_the_settings_it_fits():
     assert state == {"order": None, "next_batch": 0, "samples": 5, "batch_size": 2, "drop_last": True}
     assert type(state["drop_last"]) is bool
     ndl.data.DataLoader(NDArrayDataset(np.arange(5, dtype=np.float32)), batch_size=2, drop_last=True).load_state_dict(state)
+
+
+# ---- the three ways to fetch a batch, and the defaults ----------------------------------------------
+class BareArrayDataset(ndl.data.Dataset):
+    """Items are bare arrays, not tuples, fetched one by one."""
+
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, index):
+        return np.full(3, index, dtype=np.float64)
+
+
+def test_the_defaults_are_one_sample_a_batch_in_order():
+    loader = DataLoader(pairs_dataset(3))
+    assert loader.batch_size == 1 and len(loader) == 3 and not loader.shuffle and not loader.drop_last
+    assert [y.numpy().tolist() for _, y in loader] == [[0], [1], [2]]
+
+
+def test_bare_array_items_make_one_tensor_batches():
+    (x,), (rest,) = list(DataLoader(BareArrayDataset(), batch_size=3))
+    np.testing.assert_array_equal(x.numpy(), [[0.0] * 3, [1.0] * 3, [2.0] * 3])
+    assert x.numpy().dtype == np.float32 and rest.shape == (2, 3)
+
+
+def test_a_plain_list_of_pairs_is_a_dataset():
+    samples = [(np.full(2, i, np.float32), np.int64(i)) for i in range(5)]
+    x, y = next(iter(DataLoader(samples, batch_size=4)))
+    np.testing.assert_array_equal(y.numpy(), [0, 1, 2, 3])
+    np.testing.assert_array_equal(x.numpy()[:, 0], [0, 1, 2, 3])
+
+
+class LengthOnly:
+    def __len__(self):
+        return 3
+
+
+class ItemsOnly:
+    def __getitem__(self, index):
+        return index
+
+
+@pytest.mark.parametrize("dataset", [LengthOnly(), ItemsOnly()], ids=["no __getitem__", "no __len__"])
+def test_a_dataset_needs_both_len_and_getitem(dataset):
+    with pytest.raises(TypeError, match=r"DataLoader dataset must be a Dataset \(anything with __len__ and __getitem__"):
+        DataLoader(dataset)
+
+
+def test_per_sample_batches_are_placed_on_the_loaders_device():
+    device = CopyCountingDevice("counting", np)
+    device.made = []
+    (x,), _ = list(DataLoader(BareArrayDataset(), batch_size=3, device=device))
+    assert x.device is device and x.realize_cached_data().device is device
+    np.testing.assert_array_equal(x.numpy()[:, 0], [0.0, 1.0, 2.0])
+    assert ((3, 3), np.float32) in device.made
+
+
+def test_on_the_cpu_nothing_is_uploaded(monkeypatch):
+    made = []
+    real = Device.array
+
+    def counting(self, obj, dtype=None):
+        made.append((self.name, np.shape(obj)))
+        return real(self, obj, dtype)
+
+    monkeypatch.setattr(Device, "array", counting)
+    np.random.seed(0)
+    list(DataLoader(pairs_dataset(6), batch_size=4, shuffle=True))
+    list(DataLoader(BareArrayDataset(), batch_size=5))
+    # only the wrapping of each batch field: no upload of the order (6,) or a second copy of a batch
+    assert made == [("cpu", (4, 2)), ("cpu", (4,)), ("cpu", (2, 2)), ("cpu", (2,)), ("cpu", (5, 3))], made
+
+
+def test_an_unshuffled_batch_on_a_device_is_a_view_of_its_resident_copy():
+    device = CopyCountingDevice("counting", np)
+    device.made = []
+    dataset = pairs_dataset(6)
+    x, y = next(iter(DataLoader(dataset, batch_size=4, device=device)))
+    assert x.realize_cached_data().device is device
+    assert np.shares_memory(x.numpy(), dataset.as_arrays()[0]), "a host device's copy is the array itself"
+
+
+# ---- errors that name the option ---------------------------------------------------------------------
+@pytest.mark.parametrize("num_workers", [True, 2.5, "2", -1])
+def test_a_num_workers_that_is_no_count_is_named(num_workers):
+    with pytest.raises(ValueError) as caught:
+        DataLoader(pairs_dataset(), num_workers=num_workers)
+    assert str(caught.value) == f"DataLoader num_workers must be a non-negative int; got num_workers={num_workers!r}"
+
+
+def test_pin_memory_and_persistent_workers_are_refused_with_the_reason():
+    with pytest.raises(ValueError) as caught:
+        DataLoader(pairs_dataset(), pin_memory=True)
+    assert str(caught.value) == (
+        "DataLoader pin_memory=True: needle has no pinned staging memory. Array datasets are "
+        "copied to the device once, at the first iteration, not once per batch, so there is no "
+        "per-batch host-to-device copy to speed up. Fix: drop pin_memory (or pass pin_memory=False)."
+    )
+    with pytest.raises(ValueError) as caught:
+        DataLoader(pairs_dataset(), persistent_workers=True)
+    assert str(caught.value) == (
+        "DataLoader persistent_workers=True: needle uses no worker processes (see num_workers), "
+        "so there are none to keep alive between epochs. Fix: drop persistent_workers."
+    )
+
+
+class DisabledDevice(Device):
+    """A device whose array module loads but which reports itself disabled."""
+
+    __slots__ = ()
+
+    def enabled(self):
+        return False
+
+
+def test_an_unavailable_device_is_named_with_the_reason():
+    with pytest.raises(RuntimeError) as caught:
+        DataLoader(pairs_dataset(), device=DisabledDevice("sleepy", np))
+    assert str(caught.value) == (
+        "DataLoader device 'sleepy' is not available on this machine (it reports itself disabled); "
+        "pass device=needle.cpu() to load batches on the CPU"
+    )
+    missing = Device("absent", None, unavailable_reason="no driver for it")
+    with pytest.raises(RuntimeError) as caught:
+        DataLoader(pairs_dataset(), device=missing)
+    message = str(caught.value)
+    assert message.startswith("DataLoader device 'absent' is not available on this machine (device absent() is not available: no driver for it")
+    assert message.endswith("); pass device=needle.cpu() to load batches on the CPU")
