@@ -222,3 +222,34 @@ def test_sgd_refuses_bad_hyperparameters_in_the_constructor_and_in_a_state(name,
         opt.load_state_dict(state)
     assert str(caught.value) == f"SGD.load_state_dict failed, nothing was loaded:\n  {message}"
     assert_sgd_unchanged(opt, before)
+
+
+# ---- SGD's velocities read as the course's u ----------------------------------------------------------
+def test_sgd_velocities_behave_as_a_dict_of_the_courses_u():
+    params, opt = stepped_sgd(momentum=0.75)
+    assert len(opt.u) == 2 and list(opt.u) == params and params[0] in opt.u
+    u = {p: np.array(opt.u[p]) for p in params}
+    for p in params:
+        np.testing.assert_allclose(opt.momentum_buffer[p] * 0.25, u[p], rtol=1e-6)
+    del opt.u[params[1]]
+    assert len(opt.u) == 1 and params[1] not in opt.momentum_buffer and list(opt.u) == [params[0]]
+    assert dict(opt.u.items()).keys() == {params[0]}
+
+
+def test_a_momentum_change_rescales_the_buffers_and_keeps_u():
+    params, opt = stepped_sgd(momentum=0.9)
+    u_before = [np.array(opt.u[p]) for p in params]
+    opt.u.rescale(0.5)
+    assert opt.u.momentum == 0.5
+    for p, u in zip(params, u_before):
+        np.testing.assert_allclose(np.array(opt.u[p]), u, rtol=1e-6)
+        np.testing.assert_allclose(opt.momentum_buffer[p], u / 0.5, rtol=1e-6)
+
+
+def test_momentum_zero_keeps_no_velocity_and_steps_by_the_gradient():
+    params = two_params()
+    opt = optim.SGD(params, lr=0.5, momentum=0.0, weight_decay=0.1)
+    set_grads(params, 2.0)
+    opt.step()
+    assert len(opt.u) == 0 and opt.state_dict()["state"] == {}
+    np.testing.assert_allclose(params[0].numpy(), np.array([1.0, 2.0]) - 0.5 * (2.0 + 0.1 * np.array([1.0, 2.0])), rtol=1e-6)
