@@ -253,3 +253,21 @@ def test_momentum_zero_keeps_no_velocity_and_steps_by_the_gradient():
     opt.step()
     assert len(opt.u) == 0 and opt.state_dict()["state"] == {}
     np.testing.assert_allclose(params[0].numpy(), np.array([1.0, 2.0]) - 0.5 * (2.0 + 0.1 * np.array([1.0, 2.0])), rtol=1e-6)
+
+
+def test_a_step_at_momentum_zero_leaves_the_kept_velocities_bitwise_as_they_were():
+    params, opt = stepped_sgd(momentum=0.9)
+    kept = [np.array(opt.momentum_buffer[p]) for p in params]
+    opt.momentum = 0.0
+    set_grads(params, 1.0)
+    opt.step()
+    assert opt.state_dict()["buffer_momentum"] == 0.9
+    for p, was in zip(params, kept):
+        np.testing.assert_array_equal(opt.momentum_buffer[p], was)  # not rescaled: no pass, no rounding
+
+
+def test_the_course_defaults():
+    sgd = optim.SGD(two_params())
+    assert (sgd.lr, sgd.momentum, sgd.weight_decay) == (0.01, 0.0, 0.0)
+    adam = optim.Adam(two_params())
+    assert (adam.lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam.t) == (0.01, 0.9, 0.999, 1e-8, 0.0, 0)
