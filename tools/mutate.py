@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +61,7 @@ def main() -> int:
     if not (ROOT / arguments.source_file).is_file():
         parser.error(f"source_file {arguments.source_file!r} is not a file of the checkout {ROOT}")
     scratch = Path(tempfile.mkdtemp(prefix="needle-mutation-"))
+    started = time.monotonic()
     try:
         copy_checkout(scratch)
         with open(scratch / "pyproject.toml", "a") as stream:
@@ -79,7 +81,8 @@ def main() -> int:
                 print(f"---- {status}: {shown.stdout}")
         counts = collections.Counter(line.rsplit(":", 1)[1].strip() for line in results.splitlines() if ":" in line)
         total = sum(counts.values())
-        print(f"{arguments.source_file}: {total} mutants, " + ", ".join(f"{n} {k}" for k, n in counts.most_common()))
+        print(f"{arguments.source_file}: {total} mutants, " + ", ".join(f"{n} {k}" for k, n in counts.most_common())
+              + f" ({time.monotonic() - started:.0f} s)")
         if arguments.keep:
             print(f"scratch folder kept: {scratch}")
         return 0
