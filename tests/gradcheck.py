@@ -86,3 +86,26 @@ def check_gradients(fn, arrays, device, rtol=1e-5, atol=1e-6, eps=1e-6):
                     f"differences by up to {worst:.3g}:\nanalytic:\n{got}\nnumerical:\n{want}"
                 )
     return expected
+
+
+def central_differences(loss, arrays, eps=1e-6):
+    """Float64 central differences of a numpy function ``loss(*arrays) -> float``, per input.
+
+    The oracle for references written in numpy (no needle inside), so that a test can check
+    needle's gradients against a computation that shares none of its code.
+    """
+    arrays = [np.array(a, dtype=np.float64) for a in arrays]
+    grads = []
+    for array in arrays:
+        grad = np.zeros_like(array)
+        flat, grad_flat = array.reshape(-1), grad.reshape(-1)
+        for i in range(flat.size):
+            original = flat[i]
+            flat[i] = original + eps
+            plus = loss(*arrays)
+            flat[i] = original - eps
+            minus = loss(*arrays)
+            flat[i] = original
+            grad_flat[i] = (plus - minus) / (2 * eps)
+        grads.append(grad)
+    return grads

@@ -96,8 +96,14 @@ def test_permutation_is_drawn_when_iteration_starts():
 
 def test_shuffled_batches_pair_inputs_with_their_labels():
     np.random.seed(1)
-    for x, y in DataLoader(arange_dataset(30), batch_size=8, shuffle=True):
-        np.testing.assert_array_equal(x.numpy()[:, 0], y.numpy())
+    batches = list(DataLoader(arange_dataset(30), batch_size=8, shuffle=True))
+    assert [len(y.numpy()) for _, y in batches] == [8, 8, 8, 6]
+    labels = np.concatenate([y.numpy() for _, y in batches])
+    np.random.seed(1)
+    np.testing.assert_array_equal(labels, np.random.permutation(30))  # the seeded order, not 0..29
+    assert not np.array_equal(labels, np.arange(30))
+    for x, y in batches:
+        np.testing.assert_array_equal(x.numpy(), np.stack([y.numpy(), y.numpy() + 0.5], axis=1))
 
 
 def test_int_only_dataset_is_fetched_per_sample():

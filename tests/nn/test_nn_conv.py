@@ -7,8 +7,9 @@ import pytest
 import needle as ndl
 from needle import nn
 from needle.data import DataLoader, mnist, parse_mnist
-from gradcheck import check_gradients
+from gradcheck import central_differences, check_gradients
 from example_scripts import load_example
+from torch_oracle import optional_torch
 
 rng = np.random.default_rng(21)
 
@@ -118,43 +119,67 @@ def test_batchnorm2d_rejects_wrong_channels(device):
         nn.BatchNorm2d(3, device=device)(ndl.Tensor(np.zeros((2, 4, 4, 3)), device=device))
 
 
-# ---- PyTorch as an oracle (optional) ----------------------------------------------------------------
+# ---- numpy (always) and PyTorch (where installed) as oracles ------------------------------------
 @pytest.mark.parametrize("kernel, stride", CONV_CASES, ids=[f"k{k}-s{s}" for k, s in CONV_CASES])
-def test_conv_matches_torch_conv2d(kernel, stride, device):
-    torch = pytest.importorskip("torch")
+def test_conv_matches_numpy_and_torch_conv2d(kernel, stride, device):
     layer = nn.Conv(3, 4, kernel, stride=stride, device=device, dtype="float64")
-    reference = torch.nn.Conv2d(3, 4, kernel, stride=stride, padding=kernel // 2, dtype=torch.float64)
-    reference.weight.data = torch.tensor(layer.weight.numpy().transpose(3, 2, 0, 1))
-    reference.bias.data = torch.tensor(layer.bias.numpy())
+    weight, bias = layer.weight.numpy().copy(), layer.bias.numpy().copy()
     x = rng.normal(size=(2, 3, 7, 6))
     ours_x = ndl.Tensor(x, device=device, dtype="float64")
-    theirs_x = torch.tensor(x, requires_grad=True)
-    ours, theirs = layer(ours_x), reference(theirs_x)
-    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
-    upstream = rng.normal(size=theirs.shape)
+    ours = layer(ours_x)
+    upstream = rng.normal(size=ours.shape)
     (ours * ndl.Tensor(upstream, device=device, dtype="float64")).sum().backward()
+    grads = [ours_x.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy()]
+
+    np.testing.assert_allclose(ours.numpy(), conv_nchw_numpy(x, weight, bias, stride), rtol=1e-10, atol=1e-12)
+    loss = lambda *arrays: float((conv_nchw_numpy(*arrays, stride) * upstream).sum())  # noqa: E731
+    for name, got, want in zip(("x", "weight", "bias"), grads, central_differences(loss, [x, weight, bias])):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8, err_msg=f"gradient of {name}")
+
+    torch = optional_torch()
+    if torch is None:
+        return
+    reference = torch.nn.Conv2d(3, 4, kernel, stride=stride, padding=kernel // 2, dtype=torch.float64)
+    reference.weight.data = torch.tensor(weight.transpose(3, 2, 0, 1))
+    reference.bias.data = torch.tensor(bias)
+    theirs_x = torch.tensor(x, requires_grad=True)
+    theirs = reference(theirs_x)
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
     (theirs * torch.tensor(upstream)).sum().backward()
-    np.testing.assert_allclose(ours_x.grad.numpy(), theirs_x.grad.numpy(), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(
-        layer.weight.grad.numpy(), reference.weight.grad.numpy().transpose(2, 3, 1, 0), rtol=1e-10, atol=1e-12
-    )
-    np.testing.assert_allclose(layer.bias.grad.numpy(), reference.bias.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grads[0], theirs_x.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grads[1], reference.weight.grad.numpy().transpose(2, 3, 1, 0), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grads[2], reference.bias.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
-def test_batchnorm2d_matches_torch_in_training(device):
-    torch = pytest.importorskip("torch")
+def test_batchnorm2d_matches_numpy_and_torch_in_training(device):
     bn = nn.BatchNorm2d(3, device=device, dtype="float64")
-    reference = torch.nn.BatchNorm2d(3, dtype=torch.float64)
+    weight, bias = bn.weight.numpy().copy(), bn.bias.numpy().copy()
     x = rng.normal(size=(4, 3, 5, 5)) * 2 + 1
-    ours_x, theirs_x = ndl.Tensor(x, device=device, dtype="float64"), torch.tensor(x, requires_grad=True)
-    ours, theirs = bn(ours_x), reference(theirs_x)
-    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-8, atol=1e-10)
+    ours_x = ndl.Tensor(x, device=device, dtype="float64")
+    ours = bn(ours_x)
     upstream = rng.normal(size=x.shape)
     (ours * ndl.Tensor(upstream, device=device, dtype="float64")).sum().backward()
+    grads = [ours_x.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy()]
+
+    np.testing.assert_allclose(ours.numpy(), batchnorm2d_numpy(x, weight, bias), rtol=1e-10, atol=1e-12)
+    loss = lambda *arrays: float((batchnorm2d_numpy(*arrays) * upstream).sum())  # noqa: E731
+    for name, got, want in zip(("x", "weight", "bias"), grads, central_differences(loss, [x, weight, bias])):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=f"gradient of {name}")
+    # the course's running statistics: momentum 0.1 from zeros and ones, the biased batch variance
+    np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.mean(axis=(0, 2, 3)), rtol=1e-10)
+    np.testing.assert_allclose(bn.running_var.numpy(), 0.9 + 0.1 * x.var(axis=(0, 2, 3)), rtol=1e-10)
+
+    torch = optional_torch()
+    if torch is None:
+        return
+    reference = torch.nn.BatchNorm2d(3, dtype=torch.float64)
+    theirs_x = torch.tensor(x, requires_grad=True)
+    theirs = reference(theirs_x)
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-8, atol=1e-10)
     (theirs * torch.tensor(upstream)).sum().backward()
-    np.testing.assert_allclose(ours_x.grad.numpy(), theirs_x.grad.numpy(), rtol=1e-7, atol=1e-10)
-    np.testing.assert_allclose(bn.weight.grad.numpy(), reference.weight.grad.numpy(), rtol=1e-8)
-    np.testing.assert_allclose(bn.bias.grad.numpy(), reference.bias.grad.numpy(), rtol=1e-8)
+    np.testing.assert_allclose(grads[0], theirs_x.grad.numpy(), rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(grads[1], reference.weight.grad.numpy(), rtol=1e-8)
+    np.testing.assert_allclose(grads[2], reference.bias.grad.numpy(), rtol=1e-8)
     # NOTE: the running mean agrees; the running variance does not, by design: the course (and
     # BatchNorm1d here) blends in the biased batch variance, PyTorch the unbiased one.
     np.testing.assert_allclose(bn.running_mean.numpy(), reference.running_mean.numpy(), rtol=1e-10)

@@ -5,8 +5,9 @@ import pytest
 
 import needle as ndl
 from needle import nn, ops
-from gradcheck import check_gradients
+from gradcheck import central_differences, check_gradients
 from sequence_reference import lstm_forward, rnn_forward
+from torch_oracle import optional_torch
 
 PARAMETER_NAMES = ("W_ih", "W_hh", "bias_ih", "bias_hh")
 
@@ -285,74 +286,107 @@ def test_split_pieces_used_in_a_recurrence_get_correct_gradients(device):
     check_gradients(recurrence, [rng.normal(size=(4, 2, 3)), rng.normal(size=(3, 3))], device)
 
 
-# ---- PyTorch as an oracle -------------------------------------------------------------------------
-def _torch_model(kind, model, input_size, hidden, num_layers, bias, torch):
+# ---- numpy (always) and PyTorch (where installed) as oracles of whole models ----------------------
+def _parameters_of(model, bias):
+    """The model's parameters in layer order, as (cell index, name, Tensor)."""
+    names = PARAMETER_NAMES if bias else PARAMETER_NAMES[:2]
+    return [(k, name, getattr(cell, name)) for k, cell in enumerate(_cells(model)) for name in names]
+
+
+def _numpy_results(kind, num_layers, bias, X, states, flat):
+    """The numpy reference's output and final states for parameters ``flat`` in layer order."""
+    names = PARAMETER_NAMES if bias else PARAMETER_NAMES[:2]
+    layers = [dict(zip(names, flat[k * len(names):(k + 1) * len(names)])) for k in range(num_layers)]
+    if kind == "rnn":
+        output, h_n = rnn_forward(X, layers, states[0] if states else None)
+        return [output, h_n]
+    output, (h_n, c_n) = lstm_forward(X, layers, tuple(states) if states else None)
+    return [output, h_n, c_n]
+
+
+def _numpy_loss(kind, num_layers, bias, state_count, weights):
+    """``loss(X, *states, *parameters)`` of the numpy reference: the output and every final
+    state, each weighted by its array in ``weights``, summed."""
+
+    def loss(X, *rest):
+        results = _numpy_results(kind, num_layers, bias, X, rest[:state_count], rest[state_count:])
+        return float(sum((r * w).sum() for r, w in zip(results, weights)))
+
+    return loss
+
+
+def _torch_gradients(torch, kind, model, bias, X, state, weights, num_layers):
+    """PyTorch's results and gradients for the same weights: (results, [grad of X, *states, *parameters])."""
     cls = torch.nn.RNN if kind == "rnn" else torch.nn.LSTM
-    reference = cls(input_size, hidden, num_layers=num_layers, bias=bias).double()
+    reference = cls(X.shape[2], _cells(model)[0].W_hh.shape[0], num_layers=num_layers, bias=bias).double()
     with torch.no_grad():
-        for k, cell in enumerate(_cells(model)):
-            getattr(reference, f"weight_ih_l{k}").copy_(torch.tensor(cell.W_ih.numpy().T))
-            getattr(reference, f"weight_hh_l{k}").copy_(torch.tensor(cell.W_hh.numpy().T))
-            if bias:
-                getattr(reference, f"bias_ih_l{k}").copy_(torch.tensor(cell.bias_ih.numpy()))
-                getattr(reference, f"bias_hh_l{k}").copy_(torch.tensor(cell.bias_hh.numpy()))
-    return reference
+        for k, name, parameter in _parameters_of(model, bias):
+            torch_name = {"W_ih": "weight_ih", "W_hh": "weight_hh"}.get(name, name)
+            value = parameter.numpy().T if name.startswith("W") else parameter.numpy()
+            getattr(reference, f"{torch_name}_l{k}").copy_(torch.tensor(value))
+    torch_x = torch.tensor(X, requires_grad=True)
+    torch_states = [torch.tensor(s, requires_grad=True) for s in state]
+    if not torch_states:
+        output, final = reference(torch_x)
+    else:
+        output, final = reference(torch_x, torch_states[0] if kind == "rnn" else tuple(torch_states))
+    results = [output] + ([final] if kind == "rnn" else list(final))
+    sum((t * torch.tensor(w)).sum() for t, w in zip(results, weights)).backward()
+    grads = [torch_x.grad.numpy()] + [s.grad.numpy() for s in torch_states]
+    for k, name, _ in _parameters_of(model, bias):
+        torch_name = {"W_ih": "weight_ih", "W_hh": "weight_hh"}.get(name, name)
+        grad = getattr(reference, f"{torch_name}_l{k}").grad.numpy()
+        grads.append(grad.T if name.startswith("W") else grad)
+    return [t.detach().numpy() for t in results], grads
 
 
 @pytest.mark.parametrize("kind", ["rnn", "lstm"])
 @pytest.mark.parametrize("num_layers", [1, 2])
 @pytest.mark.parametrize("with_state", [False, True], ids=["zero-state", "given-state"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
-def test_outputs_and_gradients_match_torch(kind, num_layers, with_state, bias, device):
-    torch = pytest.importorskip("torch")
+def test_outputs_and_gradients_match_numpy_and_torch(kind, num_layers, with_state, bias, device):
+    """The numpy reference and its float64 central differences always; PyTorch too where installed."""
     rng = np.random.default_rng(num_layers * 10 + with_state)
     seq_len, batch, input_size, hidden = 6, 3, 5, 4
     model = _make(kind, input_size, hidden, num_layers, device, dtype="float64", bias=bias)
-    reference = _torch_model(kind, model, input_size, hidden, num_layers, bias, torch)
     X = rng.normal(size=(seq_len, batch, input_size))
     state = _state(kind, rng, num_layers, batch, hidden) if with_state else None
+    state = [] if state is None else [state] if kind == "rnn" else list(state)
 
     x = ndl.Tensor(X, device=device, dtype="float64")
-    torch_x = torch.tensor(X, requires_grad=True)
-    if state is None:
+    states = [ndl.Tensor(s, device=device, dtype="float64") for s in state]
+    if not states:
         output, final = model(x)
-        torch_output, torch_final = reference(torch_x)
-        states, torch_states = [], []
-    elif kind == "rnn":
-        states, torch_states = [ndl.Tensor(state, device=device, dtype="float64")], [torch.tensor(state, requires_grad=True)]
-        output, final = model(x, states[0])
-        torch_output, torch_final = reference(torch_x, torch_states[0])
     else:
-        states = [ndl.Tensor(s, device=device, dtype="float64") for s in state]
-        torch_states = [torch.tensor(s, requires_grad=True) for s in state]
-        output, final = model(x, tuple(states))
-        torch_output, torch_final = reference(torch_x, tuple(torch_states))
-    finals = [final] if kind == "rnn" else list(final)
-    torch_finals = [torch_final] if kind == "rnn" else list(torch_final)
-    np.testing.assert_allclose(output.numpy(), torch_output.detach().numpy(), rtol=1e-10, atol=1e-12)
-    for got, want in zip(finals, torch_finals):
-        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-10, atol=1e-12)
-
+        output, final = model(x, states[0] if kind == "rnn" else tuple(states))
+    results = [output] + ([final] if kind == "rnn" else list(final))
     # a loss that reads the output and every final state, weighted so no term cancels
-    weights = [rng.normal(size=t.shape) for t in [torch_output] + torch_finals]
+    weights = [rng.normal(size=t.shape) for t in results]
     loss = None
-    for t, w in zip([output] + finals, weights):
+    for t, w in zip(results, weights):
         term = (t * ndl.Tensor(w, device=device, dtype="float64")).sum()
         loss = term if loss is None else loss + term
     loss.backward()
-    torch_loss = sum((t * torch.tensor(w)).sum() for t, w in zip([torch_output] + torch_finals, weights))
-    torch_loss.backward()
-    np.testing.assert_allclose(x.grad.numpy(), torch_x.grad.numpy(), rtol=1e-9, atol=1e-11)
-    for got, want in zip(states, torch_states):
-        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-9, atol=1e-11)
-    for k, cell in enumerate(_cells(model)):
-        pairs = [("W_ih", "weight_ih", True), ("W_hh", "weight_hh", True)]
-        if bias:
-            pairs += [("bias_ih", "bias_ih", False), ("bias_hh", "bias_hh", False)]
-        for name, torch_name, transposed in pairs:
-            want = getattr(reference, f"{torch_name}_l{k}").grad.numpy()
-            got = getattr(cell, name).grad.numpy()
-            np.testing.assert_allclose(got, want.T if transposed else want, rtol=1e-9, atol=1e-11, err_msg=f"layer {k} {name}")
+    parameters = [parameter for _, _, parameter in _parameters_of(model, bias)]
+    ours = [x.grad.numpy()] + [s.grad.numpy() for s in states] + [p.grad.numpy() for p in parameters]
+    inputs = [X] + state + [p.numpy() for p in parameters]
+
+    wanted = _numpy_results(kind, num_layers, bias, X, state, inputs[1 + len(state):])
+    for got, want in zip(results, wanted):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12)
+    numpy_loss = _numpy_loss(kind, num_layers, bias, len(state), weights)
+    assert np.isclose(float(loss.numpy()), numpy_loss(*inputs), rtol=1e-10)
+    for index, (got, want) in enumerate(zip(ours, central_differences(numpy_loss, inputs))):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8, err_msg=f"gradient of input {index}")
+
+    torch = optional_torch()
+    if torch is None:
+        return
+    torch_results, torch_grads = _torch_gradients(torch, kind, model, bias, X, state, weights, num_layers)
+    for got, want in zip(results, torch_results):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12)
+    for index, (got, want) in enumerate(zip(ours, torch_grads)):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11, err_msg=f"gradient of input {index} (torch)")
 
 
 @pytest.mark.parametrize("kind", ["rnn", "lstm"])

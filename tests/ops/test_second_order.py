@@ -9,6 +9,7 @@ import pytest
 
 import needle as ndl
 from needle import ops
+from needle.ops.ops_mathematic import astype
 
 rng = np.random.default_rng(7)
 
@@ -24,7 +25,7 @@ def g_value(fn, arrays, wrt, v, w, device):
     return float((first.numpy() * w).sum())
 
 
-def second_order_check(fn, arrays, wrt, device, eps=1e-6):
+def second_order_check(fn, arrays, wrt, device, eps=1e-6, rtol=1e-5, atol=1e-7):
     arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
     out_shape = fn(*[ndl.Tensor(a, dtype="float64") for a in arrays]).shape
     v, w = rng.normal(size=out_shape), rng.normal(size=arrays[wrt].shape)
@@ -42,7 +43,7 @@ def second_order_check(fn, arrays, wrt, device, eps=1e-6):
             minus[k][index] -= eps
             numeric[index] = (g_value(fn, plus, wrt, v, w, device) - g_value(fn, minus, wrt, v, w, device)) / (2 * eps)
         analytic = np.zeros_like(array) if tensor.grad is None else tensor.grad.numpy()
-        np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7, err_msg=f"input {k}")
+        np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol, err_msg=f"input {k}")
         nonzero |= bool(np.any(np.abs(numeric) > 1e-6))
     assert nonzero, "the case must have a second-order term to check"
 
@@ -62,3 +63,14 @@ CASES = [
 @pytest.mark.parametrize("fn, shapes, wrt", [pytest.param(f, s, k, id=name) for name, f, s, k in CASES])
 def test_gradient_of_gradient_matches_central_differences(fn, shapes, wrt, device):
     second_order_check(fn, [rng.normal(size=shape) for shape in shapes], wrt, device)
+
+
+def test_astype_gradient_of_gradient_at_the_same_dtype(device):
+    second_order_check(lambda a: astype(a, "float64") * astype(a * a, "float64"), [rng.normal(size=(3, 2))], 0, device)
+
+
+def test_astype_gradient_of_gradient_through_float32(device):
+    # float32 in the middle: a wider step and tolerance than float64's
+    second_order_check(lambda a, b: astype(astype(a, "float32") * astype(b, "float32"), "float64") * a,
+                       [rng.uniform(0.5, 2, size=(4,)), rng.uniform(0.5, 2, size=(4,))], 0, device,
+                       eps=1e-3, rtol=1e-3, atol=1e-4)

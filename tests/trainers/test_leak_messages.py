@@ -71,6 +71,9 @@ def test_a_healthy_run_keeps_no_finding():
 
 
 def test_the_adding_line_inside_a_helper_method_is_caught_as_it_runs():
+    import sys
+
+    trace_before = sys.gettrace()  # a coverage tool's or debugger's, if one runs the tests
     iteration, warning = first_warning(patterns.logged_through_a_helper, 40)
     assert warning.category is GraphLeakWarning
     assert START <= iteration <= START + 9
@@ -78,9 +81,25 @@ def test_the_adding_line_inside_a_helper_method_is_caught_as_it_runs():
     message = str(warning.message)
     assert "The container `self.values` holds" in message
     assert "Fix: store a detached value, e.g. `self.values.append(value.detach())`" in message
+    assert sys.getprofile() is None  # the profile function used to catch it is gone
+    assert sys.gettrace() is trace_before  # and the trace function was never touched
+
+
+def test_the_adding_line_is_caught_while_a_debugger_or_coverage_tool_holds_the_trace_function():
     import sys
 
-    assert sys.gettrace() is None  # the line tracing used to catch it is gone
+    def tracer(frame, event, arg):  # stands in for pdb's or coverage's trace function
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        _, warning = first_warning(patterns.logged_through_a_helper, 40)
+        assert sys.gettrace() is tracer, "the watch replaced the user's trace function"
+    finally:
+        sys.settrace(previous)
+    assert warning.lineno == site("logger_append")
+    assert "Fix: store a detached value, e.g. `self.values.append(value.detach())`" in str(warning.message)
 
 
 def test_a_state_kept_on_the_model_is_named_by_the_line_that_assigns_it():

@@ -171,64 +171,57 @@ class AddingLineWatcher:
     """Catches, as it runs, the user line that adds to a container (for lines in functions that
     were not on the stack when the container was found, such as a logger's ``log`` method).
 
-    While watching, Python's line tracing runs in user frames only, and after every traced event
-    the container's length is compared with the last one seen: the user line that ran last made it
-    grow. Nothing is watched while a debugger or coverage tool holds the trace function.
+    While watching, a profile function (``sys.setprofile``: calls, returns and calls of C
+    functions such as ``list.append``) compares the container's length after every event with the
+    last one seen. Where it grew, the user frame that was running holds the adding line: the
+    statement at, or last before, the frame's current line whose target is the container.
+    ``sys.settrace`` is left alone, so a debugger or a coverage tool (which hold the trace
+    function) neither stops the watch nor is disturbed by it; nothing is watched while a
+    profiler holds the profile function.
     """
 
     def __init__(self):
         self.container = None
         self.caught = None  # an AddingLine, once caught
-        self._last_line = None  # (frame, lineno) of the latest traced user line
         self._length = 0
-        self._frames = []
 
     @property
     def active(self):
         return self.container is not None
 
     def start(self, container, frame) -> bool:
-        """Watch ``container`` from now on; False (and nothing watched) if tracing is taken."""
-        if sys.gettrace() is not None:
+        """Watch ``container`` from now on; False (and nothing watched) if profiling is taken."""
+        if sys.getprofile() is not None:
             return False
         self.container, self.caught, self._length = container, None, len(container)
-        self._frames = []
-        while frame is not None:
-            if not is_framework_file(frame.f_code.co_filename):
-                frame.f_trace = self._local
-                self._frames.append(frame)
-            frame = frame.f_back
-        sys.settrace(self._global)
+        sys.setprofile(self._event)
         return True
 
     def stop(self) -> None:
         if self.container is None:
             return
-        sys.settrace(None)
-        for frame in self._frames:
-            frame.f_trace = None
-        self._frames, self.container, self._last_line = [], None, None
+        sys.setprofile(None)
+        self.container = None
 
-    def _global(self, frame, event, arg):
-        if event == "call" and not is_framework_file(frame.f_code.co_filename):
-            return self._local
-        return None
-
-    def _local(self, frame, event, arg):
+    def _event(self, frame, event, arg):
         container = self.container
         if container is None or self.caught is not None:
-            return None
-        if len(container) > self._length and self._last_line is not None:
-            self._catch(*self._last_line)
-            return None
-        self._length = len(container)
-        if event == "line":
-            self._last_line = (frame, frame.f_lineno)
-        return self._local
+            return
+        length = len(container)
+        grew, self._length = length > self._length, length
+        if grew:
+            # NOTE: a "call" event reports the callee's frame; the growth happened in its caller.
+            self._catch(frame.f_back if event == "call" else frame)
 
-    def _catch(self, frame, lineno):
-        for line in _candidates(frame):
-            if line.lineno == lineno:
-                self.caught = line.adding_line()
-                return
-        self.caught = AddingLine((frame.f_code.co_filename, lineno), None, None, [])
+    def _catch(self, frame):
+        """The adding line in the first user frame from ``frame`` outwards."""
+        while frame is not None and is_framework_file(frame.f_code.co_filename):
+            frame = frame.f_back
+        if frame is None:
+            return
+        lineno = frame.f_lineno
+        adding = [line for line in _candidates(frame) if line.lineno <= lineno and _evaluate(line.target, frame) is self.container]
+        if adding:
+            self.caught = max(adding, key=lambda line: line.lineno).adding_line()
+        else:
+            self.caught = AddingLine((frame.f_code.co_filename, lineno), None, None, [])
