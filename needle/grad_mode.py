@@ -145,3 +145,53 @@ class set_grad_enabled(_GradModeSwitch):
                 return function(*args, **kwargs)
 
         return run_in_mode
+
+
+class inference_mode(no_grad):
+    """PyTorch's name for evaluation without a graph: ``no_grad`` here (needle has no extra
+    inference-only tensor state). ``inference_mode(False)`` leaves grad mode as it is.
+
+    Example:
+        >>> import needle as ndl
+        >>> w = ndl.Tensor([1.0, 2.0])
+        >>> with ndl.inference_mode():
+        ...     (w * 2).requires_grad
+        False
+        >>> @ndl.inference_mode()
+        ... def predict(x):
+        ...     return x * w
+        >>> predict(w).requires_grad
+        False
+    """
+
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return object.__new__(cls)
+        if not callable(mode):
+            raise TypeError(
+                f"inference_mode(mode) takes True or False, got {type(mode).__name__} {mode!r}: "
+                f"use 'with inference_mode():' or decorate with @inference_mode"
+            )
+        switch = object.__new__(cls)
+        switch.__init__(True)
+        return switch(mode)  # the bare decorator: @inference_mode
+
+    def __init__(self, mode=True):
+        super().__init__()
+        self._disables = mode is not False
+
+    def __enter__(self):
+        self._saved.append(GRAD_MODE.enabled)
+        if self._disables:
+            GRAD_MODE.enabled = False
+        return self
+
+    def __call__(self, function):
+        disables = self._disables
+
+        @functools.wraps(function)
+        def run_in_mode(*args, **kwargs):
+            with inference_mode(disables):
+                return function(*args, **kwargs)
+
+        return run_in_mode

@@ -413,6 +413,67 @@ class Tensor(Value):
     def sigmoid(self) -> Tensor:
         return ops.Sigmoid()(self)
 
+    # ---- PyTorch habits -------------------------------------------------------------------
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the largest element (of the flattened tensor, or along ``axis``), as an int64
+        constant: like a comparison it has no gradient. ``dim=`` is not a keyword here; pass ``axis``.
+
+        Example:
+            >>> import needle as ndl
+            >>> ndl.Tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]]).argmax(axis=1)
+            needle.Tensor([1 0])
+        """
+        return self._arg_reduction("argmax", axis, keepdims)
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the smallest element (see ``argmax``); int64, no gradient.
+
+        Example:
+            >>> import needle as ndl
+            >>> ndl.Tensor([3.0, -1.0, 2.0]).argmin().item()
+            1
+        """
+        return self._arg_reduction("argmin", axis, keepdims)
+
+    def _arg_reduction(self, name: str, axis: int | None, keepdims: bool) -> Tensor:
+        keepdims = _check_flag(keepdims, "keepdims")
+        data = self.realize_cached_data()
+        if axis is not None:
+            if isinstance(axis, bool) or not isinstance(axis, (int, numpy.integer)):
+                raise TypeError(f"Tensor.{name} axis must be an int or None, got {_describe(axis)}")
+            if not -self.ndim <= axis < max(self.ndim, 1):
+                raise IndexError(
+                    f"Tensor.{name} axis {axis} is out of range for a tensor of {self.ndim} dimensions "
+                    f"(valid: {-self.ndim} to {self.ndim - 1})"
+                )
+        if data.size == 0:
+            raise ValueError(f"Tensor.{name} of an empty tensor (shape {self.shape}) has no answer")
+        found = getattr(data.raw, name)(axis=None if axis is None else int(axis), keepdims=keepdims)
+        # NOTE: a full reduction gives a numpy scalar; asarray keeps it an array (0-d)
+        return Tensor.make_const(NDArray.wrap(data.device.xp.asarray(found, dtype="int64"), data.device))
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place and return this tensor (PyTorch's habit, for leaves).
+
+        Raises:
+            TypeError: ``requires_grad`` is not True or False.
+            RuntimeError: turning it off on a tensor that an op computed (use ``t.detach()``).
+
+        Example:
+            >>> import needle as ndl
+            >>> w = ndl.Tensor([1.0], requires_grad=False).requires_grad_()
+            >>> w.requires_grad
+            True
+        """
+        requires_grad = _check_flag(requires_grad, "requires_grad")
+        if not requires_grad and not self.is_leaf() and self.requires_grad:
+            raise RuntimeError(
+                "requires_grad_(False) on a tensor computed by an op: its graph would still be kept. "
+                "Use t.detach() for a copy without the graph"
+            )
+        self.requires_grad = requires_grad
+        return self
+
 
 def _one_shape(arguments: tuple[Any, ...], method: str) -> Any:
     """The shape given to ``t.reshape(...)``: one tuple/list/int, or several ints (PyTorch's ``reshape(2, 3)``)."""

@@ -22,3 +22,8 @@ class SoftmaxLoss(Module):
 
     def forward(self, logits, y):
         return ops.softmax_cross_entropy(logits, y)
+
+
+CrossEntropyLoss = SoftmaxLoss
+"""PyTorch's name for ``SoftmaxLoss``: the same class, so ``nn.CrossEntropyLoss()(logits, y)``
+takes the same arguments (logits of shape (batch, classes), integer class labels of shape (batch,))."""
