@@ -126,6 +126,10 @@ class Trainer:
         callbacks: ``Callback`` objects, called in this order after the progress bar and monitor.
         gradient_clip_val: if set, a ``GradientClipping(gradient_clip_val)`` callback is added
             last: before each optimizer step the gradients' joint 2-norm is clipped to it.
+        max_epochs: the total number of epochs ``fit(loader)`` trains to (Lightning's habit);
+            without it ``fit`` adds ``epochs`` (default 1). A resumed trainer trains only the rest.
+        lr_scheduler: a ``needle.optim.lr_scheduler`` scheduler over ``optimizer``, stepped after
+            every epoch (before ``on_train_epoch_end``, so checkpoints hold its new position).
 
     Attributes:
         history: a ``History`` (``history.steps``, ``history.epochs``).
@@ -157,7 +161,19 @@ class Trainer:
         progress: Any = True,
         callbacks: Iterable[Callback] = (),
         gradient_clip_val: float | None = None,
+        max_epochs: int | None = None,
+        lr_scheduler: Any = None,
     ) -> None:
+        if max_epochs is not None and (isinstance(max_epochs, bool) or not isinstance(max_epochs, int) or max_epochs < 0):
+            raise ValueError(f"Trainer max_epochs must be a non-negative int or None; got max_epochs={max_epochs!r}")
+        if lr_scheduler is not None:
+            if not all(callable(getattr(lr_scheduler, name, None)) for name in ("step", "state_dict", "load_state_dict")):
+                raise TypeError(
+                    f"Trainer lr_scheduler must be a needle.optim.lr_scheduler scheduler (step, state_dict, "
+                    f"load_state_dict); got {lr_scheduler!r}"
+                )
+            if getattr(lr_scheduler, "optimizer", optimizer) is not optimizer:
+                raise ValueError("Trainer lr_scheduler schedules another optimizer: build it over the trainer's optimizer")
         if loss_fn is None:
             import needle.nn
 
@@ -176,6 +192,8 @@ class Trainer:
                     f"callback {callback!r} lacks some trainer hooks; subclass trainers.Callback "
                     f"(its hooks are no-ops) and override the ones you need"
                 )
+        self.max_epochs = max_epochs
+        self.lr_scheduler = lr_scheduler
         self.history = History()
         self.epoch = 0
         self.global_step = 0
@@ -185,13 +203,15 @@ class Trainer:
         self._position = None  # the EpochPosition of an epoch started but not finished
 
     # ---- the loop -----------------------------------------------------------------------------
-    def fit(self, train_loader: Iterable, epochs: int = 1, val_loader: Iterable | None = None) -> History:
-        """Train for ``epochs`` more epochs (continuing the epoch and step counts).
+    def fit(self, train_loader: Iterable, epochs: int | None = None, val_loader: Iterable | None = None) -> History:
+        """Train for ``epochs`` more epochs (continuing the epoch and step counts), or up to the
+        trainer's ``max_epochs`` in all.
 
         Args:
             train_loader: an iterable of ``(X, y)`` batches (e.g. a ``needle.data.DataLoader``),
                 iterated once per epoch.
-            epochs: how many epochs to add (0 runs only ``on_fit_start``/``on_fit_end``).
+            epochs: how many epochs to add (0 runs only ``on_fit_start``/``on_fit_end``). None
+                means up to ``max_epochs`` when the trainer has one, else 1 more.
             val_loader: optional ``(X, y)`` batches evaluated at the end of every epoch.
 
         Returns:
@@ -218,6 +238,13 @@ class Trainer:
                 the fit's first step, it leaves the trainer, model, optimizer, history and numpy's
                 random state as they were (see ``trainers.fit_checks``).
         """
+        if epochs is None:
+            epochs = 1 if self.max_epochs is None else max(0, self.max_epochs - self.epoch)
+        elif self.max_epochs is not None:
+            raise ValueError(
+                f"fit(epochs={epochs!r}) on a Trainer(max_epochs={self.max_epochs}): give one of them. "
+                f"Call fit(loader) to train up to max_epochs, or build the Trainer without max_epochs"
+            )
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"fit epochs must be a non-negative int; got epochs={epochs!r}")
         check_loader(train_loader)
@@ -349,6 +376,7 @@ class Trainer:
             "history": self.history.state_dict(),
             "numpy_random_state": np.random.get_state(),
             "epoch_in_progress": None if position is None else position.state_dict(),
+            "lr_scheduler": None if self.lr_scheduler is None else self.lr_scheduler.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -363,10 +391,15 @@ class Trainer:
         epoch, global_step, (steps, epochs), random_state, position = checked_trainer_state(state, self.optimizer)
         model_before = self.model.state_dict()
         self.model.load_state_dict(state["model"])
+        optimizer_before = self.optimizer.state_dict()
         try:
             self.optimizer.load_state_dict(state["optimizer"])
+            schedule = state.get("lr_scheduler")
+            if self.lr_scheduler is not None and schedule is not None:
+                self.lr_scheduler.load_state_dict(schedule)
         except BaseException:
             self.model.load_state_dict(model_before)  # the model is all-or-nothing too
+            self.optimizer.load_state_dict(optimizer_before)
             raise
         self.epoch, self.global_step, self.history = epoch, global_step, History(steps, epochs)
         self._position = position
@@ -418,6 +451,8 @@ class Trainer:
         self.epoch = epoch
         self._position = None  # the epoch is over (a failed validation above leaves it to finish)
         self.history.epochs.append(metrics)
+        if self.lr_scheduler is not None:
+            self.lr_scheduler.step()
         self.dispatch("on_train_epoch_end", epoch, metrics)
 
     def _non_finite(self, loss_value):
