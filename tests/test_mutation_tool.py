@@ -18,10 +18,10 @@ def test_the_section_mutates_one_file_against_the_chosen_tests_only():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     tool = load_tool()
     text = (ROOT / "pyproject.toml").read_text() + tool.mutmut_section(
-        "trainers/io.py", ["tests/trainers/test_atomic.py", "tests/trainers/test_checkpoint.py"]
+        "needle/atomic_file.py", ["tests/trainers/test_atomic.py", "tests/trainers/test_checkpoint.py"]
     )
     config = tomllib.loads(text)["tool"]["mutmut"]
-    assert config["only_mutate"] == ["trainers/io.py"]
+    assert config["only_mutate"] == ["needle/atomic_file.py"]
     assert config["pytest_add_cli_args_test_selection"] == ["tests/trainers/test_atomic.py",
                                                              "tests/trainers/test_checkpoint.py"]
     assert set(config["source_paths"]) == {"needle", "trainers"}

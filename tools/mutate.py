@@ -1,6 +1,6 @@
 """Mutation-test one source file against the tests chosen for it, with mutmut 3.
 
-    python tools/mutate.py trainers/io.py tests/trainers/test_atomic.py [more tests ...]
+    python tools/mutate.py needle/atomic_file.py tests/trainers/test_atomic.py [more tests ...]
 
 The checkout is copied into a scratch folder (tracked and untracked files git does not ignore),
 that copy's pyproject.toml gets a ``[tool.mutmut]`` section naming the one file to mutate and the
@@ -53,7 +53,7 @@ def mutmut_section(source_file: str, tests: list[str]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("source_file", help="the file to mutate, e.g. trainers/io.py")
+    parser.add_argument("source_file", help="the file to mutate, e.g. needle/atomic_file.py")
     parser.add_argument("tests", nargs="+", help="the test files (or node ids) that should kill its mutants")
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder and print its path")

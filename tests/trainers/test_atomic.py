@@ -1,4 +1,4 @@
-"""``trainers.io``: whole-or-nothing writes, errors that name the user's path, kept modes,
+"""``needle.atomic_file``: whole-or-nothing writes, errors that name the user's path, kept modes,
 and a cleanup of stale temporary files that never sends a real signal to anyone."""
 import errno
 import os
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from trainers import io as atomic
+from needle import atomic_file as atomic
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX process ids and permission bits")
 TEMPORARY_NAME = r"\.{name}\.{pid}\.[0-9a-f]{{8}}\.tmp"

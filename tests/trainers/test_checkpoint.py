@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import needle as ndl
+from needle import serialization
 from needle import nn, optim
 from needle.data import DataLoader, NDArrayDataset, mnist, parse_mnist
 from trainers.callbacks import checkpoint as checkpoint_module
@@ -118,7 +119,7 @@ def crash_while_writing(stream, **arrays):
 def test_a_crash_mid_write_keeps_the_old_checkpoint_and_no_temporary_file(tmp_path, monkeypatch):
     path = tmp_path / "model.npz"
     save_checkpoint(path, {"version": "old", "weights": np.ones(3)})
-    monkeypatch.setattr(checkpoint_module.np, "savez", crash_while_writing)
+    monkeypatch.setattr(serialization.np, "savez", crash_while_writing)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(path, {"version": "new", "weights": np.zeros(3)})
     monkeypatch.undo()
@@ -271,9 +272,9 @@ def test_saving_into_a_read_only_folder_names_the_path(tmp_path, monkeypatch):
     def refuse(name, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(name))
 
-    import trainers.io
+    import needle.atomic_file
 
-    monkeypatch.setattr(trainers.io.os, "open", refuse)  # root may write anywhere: simulate
+    monkeypatch.setattr(needle.atomic_file.os, "open", refuse)  # root may write anywhere: simulate
     with pytest.raises(PermissionError, match=r"cannot save the checkpoint .*model.npz: no permission to write in"):
         save_checkpoint(tmp_path / "model.npz", {"a": 1})
     monkeypatch.undo()
@@ -307,7 +308,7 @@ def write_archive(path, entries, compression=zipfile.ZIP_STORED):
 
 
 def manifest(state):
-    blob = json.dumps({"format": checkpoint_module.FORMAT, "version": checkpoint_module.VERSION, "state": state})
+    blob = json.dumps({"format": serialization.FORMAT, "version": serialization.VERSION, "state": state})
     return np.frombuffer(blob.encode(), dtype=np.uint8)
 
 
@@ -374,7 +375,7 @@ def test_a_corrupt_checkpoint_never_suggests_unpickling(tmp_path):
 def test_deeply_nested_json_raises_checkpoint_error(tmp_path):
     path = tmp_path / "deep.npz"
     state = "[" * 5000 + "]" * 5000
-    blob = f'{{"format": "{checkpoint_module.FORMAT}", "version": 1, "state": {state}}}'
+    blob = f'{{"format": "{serialization.FORMAT}", "version": 1, "state": {state}}}'
     write_archive(path, {"__state__": np.frombuffer(blob.encode(), dtype=np.uint8)})
     with pytest.raises(CheckpointError, match="nested too deeply"):
         load_checkpoint(path)
