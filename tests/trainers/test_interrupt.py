@@ -62,10 +62,8 @@ def test_keyboard_interrupt_stops_fit_and_calls_on_exception_then_on_fit_end():
     assert not trainer.interrupted and trainer.epoch == 1
 
 
-def test_sigint_inside_the_optimizer_update_waits_for_the_step_to_finish():
+def test_sigint_inside_the_optimizer_update_waits_for_the_step_to_finish(python_sigint_handler):
     """A SIGINT between two parameters' updates: both are updated and counted, then fit stops."""
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        pytest.skip("this test run replaced Python's SIGINT handler")
     updated = []
 
     class InterruptedSGD(ndl.optim.SGD):
@@ -85,9 +83,7 @@ def test_sigint_inside_the_optimizer_update_waits_for_the_step_to_finish():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
 
 
-def test_deferred_interrupt_outside_critical_blocks_raises_at_once():
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        pytest.skip("this test run replaced Python's SIGINT handler")
+def test_deferred_interrupt_outside_critical_blocks_raises_at_once(python_sigint_handler):
     guard = DeferredInterrupt()
     with pytest.raises(KeyboardInterrupt), guard:
         os.kill(os.getpid(), signal.SIGINT)
@@ -102,6 +98,22 @@ def test_deferred_interrupt_outside_critical_blocks_raises_at_once():
     assert reached == ["end of the critical block"]
 
 
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own Ctrl-C handler for the test, whatever the run started with (a background
+    job starts with SIGINT ignored); the handler found is put back afterwards."""
+    found = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, found)
+
+
+def hear_ctrl_c():
+    """In the child, before Python starts: SIGINT back to its default action. A shell's
+    background job (``pytest ... &``) starts with SIGINT ignored, and a Python started with it
+    ignored installs no KeyboardInterrupt handler, so the child would never hear the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_example_until(tmp_path, *arguments, wait_for_step=30):
     """Start the main job, SIGINT it once it has trained ``wait_for_step`` steps; return (rc, stdout)."""
     log_dir = tmp_path / "logs"
@@ -109,7 +121,7 @@ def run_example_until(tmp_path, *arguments, wait_for_step=30):
     command = [sys.executable, str(EXAMPLE), "--no-progress", "--train-samples", "6000", "--epochs", "50",
                "--log-dir", str(log_dir), *arguments]
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+                               text=True, preexec_fn=hear_ctrl_c)
     try:
         deadline = time.monotonic() + 60
         steps = log_dir / "steps.csv"
