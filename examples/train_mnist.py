@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Train an MLP (784 -> hidden -> 10, ReLU) on MNIST with needle and report accuracy, speed and memory.
+"""Train an MLP, an LSTM or a CNN on MNIST with needle and report accuracy, speed and memory.
 
 Usage::
 
@@ -41,22 +41,37 @@ DEFAULT_LR = {"sgd": 0.5, "adam": 1e-3}
 
 
 def parse_arguments(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--epochs", type=int, default=4, help="epochs to train (default: 4)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0] + " The MLP is 784-hidden-10 with ReLU; the LSTM reads the "
+        "28 rows as a sequence; the CNN has three Conv+BatchNorm2d+ReLU blocks.",
+    )
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="where to train: cpu, or cuda (needs CuPy and an NVIDIA GPU; default: cpu)",
+    )
+    parser.add_argument(
+        "--epochs", type=positive_int, default=4,
+        help="epochs to train; with --checkpoint, the total to reach (default: 4)",
+    )
     parser.add_argument(
         "--model", choices=("mlp", "lstm", "cnn"), default="mlp",
         help="mlp, lstm over the 28 rows, or cnn (default: mlp)",
     )
-    parser.add_argument("--hidden", type=int, default=None, help="hidden units (default: 256 for mlp, 128 for lstm)")
-    parser.add_argument("--batch-size", type=int, default=128, help="default: 128")
-    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
-    parser.add_argument("--lr", type=float, default=None, help="default: 1e-3 for adam, 0.5 for sgd")
-    parser.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: 0.9)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-samples", type=int, default=None, help="use only the first N training images")
+    parser.add_argument(
+        "--hidden", type=positive_int, default=None,
+        help="hidden units of the mlp or lstm (default: 256 for mlp, 128 for lstm; the cnn has none)",
+    )
+    parser.add_argument("--batch-size", type=positive_int, default=128, help="training batch size (default: 128)")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="adam", help="default: adam")
+    parser.add_argument("--lr", type=positive_float, default=None, help="learning rate (default: 1e-3 for adam, 0.5 for sgd)")
+    parser.add_argument("--momentum", type=momentum, default=0.9, help="SGD momentum, in [0, 1) (default: 0.9)")
+    parser.add_argument("--seed", type=int, default=0, help="numpy seed for weights, shuffles and dropout (default: 0)")
+    parser.add_argument("--train-samples", type=positive_int, default=None, help="use only the first N training images")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--checkpoint", metavar="PATH", help="save here every epoch; resume from it if it exists")
+    parser.add_argument(
+        "--checkpoint", metavar="PATH",
+        help="save here every epoch (its folder is created); resume from it if it exists",
+    )
     parser.add_argument("--resume", action="store_true", help="resume from --checkpoint, which must exist")
     parser.add_argument(
         "--log-dir", metavar="DIR", help="validate on the test set every epoch; write steps.csv and epochs.csv "
@@ -67,8 +82,56 @@ def parse_arguments(argv=None):
         parser.error("--resume needs --checkpoint PATH (the checkpoint to resume from)")
     if args.resume and not Path(args.checkpoint).exists():
         parser.error(f"--resume: no checkpoint at {args.checkpoint}; drop --resume to start a new run there")
+    if args.checkpoint:
+        prepare_checkpoint_folder(args.checkpoint, parser)
+    if args.model == "cnn" and args.hidden is not None:
+        parser.error("--hidden: the cnn has a fixed head (3136-128-10); drop --hidden, or use --model mlp or lstm")
     args.device_object = resolve_device(args.device, parser)
     return args
+
+
+def positive_int(text):
+    """An argparse type: an int >= 1 (argparse reports the error, before any training)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def positive_float(text):
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def momentum(text):
+    """An argparse type: a number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
+def prepare_checkpoint_folder(path, parser):
+    """Create the checkpoint's folder now, as --log-dir does, so a bad path fails before training."""
+    folder = Path(path).resolve().parent
+    if Path(path).is_dir():
+        parser.error(f"--checkpoint {path} is a folder; give a file path such as {Path(path) / 'mnist.npz'}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        parser.error(f"--checkpoint: cannot create the folder {folder} ({error.strerror or error}); choose another path")
 
 
 def resolve_device(name, parser):
@@ -137,7 +200,7 @@ def main(argv=None):
         callbacks.append(CSVLogger(args.log_dir))
     trainer = Trainer(model, optimizer, monitor=monitor, progress=not args.no_progress, callbacks=callbacks)
     if args.checkpoint and Path(args.checkpoint).exists():
-        trainer.load_checkpoint(args.checkpoint)
+        resume_or_exit(trainer, args, device)
         print(f"resumed from {args.checkpoint} after epoch {trainer.epoch} (step {trainer.global_step})")
 
     print(
@@ -174,6 +237,46 @@ def build_model(args, device):
     hidden = args.hidden or 256
     model = nn.Sequential(nn.Linear(784, hidden, device=device), nn.ReLU(), nn.Linear(hidden, 10, device=device))
     return model, f"MLP 784-{hidden}-10"
+
+
+def resume_or_exit(trainer, args, device):
+    """Load ``--checkpoint`` into the trainer, or exit (status 2) saying which flags fit it."""
+    try:
+        trainer.load_checkpoint(args.checkpoint)
+    except (ValueError, TypeError) as error:  # StateDictError, CheckpointError, a wrong optimizer
+        flags = flags_for_checkpoint(args, device)
+        advice = (
+            f"it was saved with {flags}: add them to resume it" if flags
+            else "it is not a checkpoint of this script's models"
+        )
+        details = "\n".join(line for line in str(error).splitlines() if "strict=False" not in line)  # not a CLI option
+        print(
+            f"train_mnist.py: error: --checkpoint {args.checkpoint} does not fit this run ({advice}, or choose "
+            f"another --checkpoint path to start anew).\n{details}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+
+
+def flags_for_checkpoint(args, device):
+    """The --model/--hidden/--optimizer flags whose model and optimizer match the checkpoint, or None."""
+    from trainers.callbacks.checkpoint import load_checkpoint
+
+    try:
+        state = load_checkpoint(args.checkpoint)
+        saved = {name: tuple(array.shape) for name, array in state["model"].items()}
+        saved_optimizer = state["optimizer"]["optimizer"].lower()
+    except Exception:
+        return None
+    sizes = sorted({size for shape in saved.values() for size in shape})
+    for model in ("mlp", "lstm", "cnn"):
+        for hidden in ([None] if model == "cnn" else sizes):
+            trial = argparse.Namespace(**{**vars(args), "model": model, "hidden": hidden})
+            candidate, _ = build_model(trial, device)
+            if {name: tuple(value.shape) for name, value in candidate.state_dict().items()} == saved:
+                flags = [f"--model {model}"] + ([f"--hidden {hidden}"] if hidden else [])
+                return " ".join(flags + [f"--optimizer {saved_optimizer}"])
+    return None
 
 
 def blas_threads():
