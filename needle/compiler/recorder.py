@@ -169,8 +169,6 @@ class Recorder:
                 Step(functools.partial(function, *arguments, out=results, **kwargs), self._ids(arguments), self._ids(results))
             )
             return tuple(r.view(TracedArray) for r in results)
-        if not kwargs and method == "__call__":
-            return self._new(result, lambda out: (functools.partial(function, *arguments, out), arguments))
         return self._new(result, lambda out: (functools.partial(function, *arguments, out=out, **kwargs), arguments))
 
     def function(self, func, args, kwargs, takes_out=None):

@@ -5,6 +5,7 @@ attribute level below those, such as a trainer's ``self.model``), as ``torch.com
 what a function reaches. Their tensors are the plan's state slots; their attributes are part of
 the signature, so ``model.eval()`` or a new ``Dropout.p`` selects another plan.
 """
+import operator
 import types
 
 _SCALARS = (bool, int, float, str, type(None))
@@ -27,13 +28,23 @@ class StepState:
                 seen.add(id(parameter))
                 slots.append((parameter, "grad"))
         self.slots = slots
+        self._last = None  # (the attribute values last seen, their fingerprint)
 
     def fingerprint(self):
         """What the plan depends on: every module attribute (numbers by value, objects by identity)."""
-        return tuple(
-            tuple(value if type(value) in _SCALARS else id(value) for value in vars(module).values())
-            for module in self.modules
-        )
+        last = self._last
+        if last is not None:
+            # NOTE: the common case, nothing reassigned since the last call, is an identity check.
+            for module, saved in zip(self.modules, last[0]):
+                current = vars(module).values()
+                if len(current) != len(saved) or not all(map(operator.is_, current, saved)):
+                    break
+            else:
+                return last[1]
+        values = [tuple(vars(module).values()) for module in self.modules]
+        key = tuple(tuple(v if type(v) in _SCALARS else id(v) for v in vs) for vs in values)
+        self._last = (values, key)
+        return key
 
 
 def discover(fn, args, kwargs):
