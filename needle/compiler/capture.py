@@ -128,16 +128,24 @@ def capture_cpu(fn, args, kwargs, state):
         tensor = getattr(owner, attribute, None)
         data = tensor.cached_data if tensor is not None else None
         raw = data.raw if data is not None else None
-        if raw is not None and isinstance(raw, numpy.ndarray):
-            observed.add(id(root(raw)))
         reads_before = raw_before is not None and id(root(raw_before)) in read
-        if raw is not None and raw_before is not None and root(raw) is not root(raw_before) and reads_before:
+        replaced = raw is not None and raw_before is not None and root(raw) is not root(raw_before)
+        if replaced and attribute != "grad":
             if raw.shape != raw_before.shape or raw.dtype != raw_before.dtype:
                 raise CaptureError(
                     f"ndl.compile: {type(owner).__name__}.{attribute} changed from shape {raw_before.shape} "
                     f"{raw_before.dtype} to {raw.shape} {raw.dtype} during the step; a replay needs state of a fixed shape"
                 )
+            # NOTE: state the step replaces by a new tensor (BatchNorm's running statistics) keeps
+            # its tensor: each replay copies the new values into it, so every plan of this function
+            # sees the same state, and the signature does not change from call to call.
             writebacks.append((raw, raw_before))
+            setattr(owner, attribute, tensor_before)
+            tensor, data, raw = tensor_before, tensor_before.cached_data, raw_before
+        elif replaced and reads_before:  # a gradient accumulated into: the next replay reads this one
+            writebacks.append((raw, raw_before))
+        if raw is not None and isinstance(raw, numpy.ndarray):
+            observed.add(id(root(raw)))
         reset = attribute == "grad" and not reads_before  # a fresh gradient: backward() sets it every step
         slots.append((owner, attribute, tensor, data, raw, reset))
     plan = Plan(recorder.steps, recorder.guards, input_buffers, observed, writebacks, set(recorder.known))

@@ -38,7 +38,7 @@ class Plan:
         guard_steps = {}
         for position, guard in guards:
             guard_steps.setdefault(position, []).append(guard)
-        live = set(observed)
+        live = set(observed) | {id(_root(source)) for source, _ in writebacks}
         for position, guard_list in guard_steps.items():
             for guard in guard_list:
                 live.add(id(_root(guard.array)))
