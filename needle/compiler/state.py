@@ -52,19 +52,7 @@ def discover(fn, args, kwargs):
     from ..nn.module import Module
     from ..optim.optimizer import Optimizer
 
-    candidates = list(args) + list(kwargs.values())
-    function = getattr(fn, "__func__", fn)
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            candidates.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            pass
-    owner = getattr(fn, "__self__", None)
-    if owner is not None:
-        candidates.append(owner)
-    code, names = getattr(function, "__code__", None), getattr(function, "__globals__", {})
-    if code is not None:
-        candidates.extend(names[name] for name in code.co_names if name in names)
+    candidates = list(args) + list(kwargs.values()) + _reached_by(fn)
     modules, optimizers, seen = [], [], set()
 
     def collect(value, depth):
@@ -84,13 +72,34 @@ def discover(fn, args, kwargs):
         elif type(value) is dict:
             for item in value.values():
                 collect(item, depth)
+        elif isinstance(value, (types.FunctionType, types.MethodType)) and depth > 0:
+            for item in _reached_by(value):  # a helper the step calls: what it reaches counts too
+                collect(item, depth - 1)
         elif depth > 0 and hasattr(value, "__dict__") and not isinstance(value, _OPAQUE):
             for item in vars(value).values():
                 collect(item, depth - 1)
 
     for candidate in candidates:
-        collect(candidate, 1)
+        collect(candidate, 2)
     return StepState(modules, optimizers)
+
+
+def _reached_by(fn):
+    """What ``fn`` can reach directly: its closure, the globals it names, and ``self``."""
+    found = []
+    function = getattr(fn, "__func__", fn)
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        found.append(owner)
+    code, names = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    if code is not None:
+        found.extend(names[name] for name in code.co_names if name in names)
+    return found
 
 
 _OPAQUE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
