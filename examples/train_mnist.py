@@ -56,6 +56,9 @@ def parse_arguments(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-samples", type=int, default=None, help="use only the first N training images")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--compile", action="store_true", help="capture the training step with ndl.compile and replay it"
+    )
     parser.add_argument("--checkpoint", metavar="PATH", help="save here every epoch; resume from it if it exists")
     parser.add_argument("--resume", action="store_true", help="resume from --checkpoint, which must exist")
     parser.add_argument(
@@ -135,7 +138,9 @@ def main(argv=None):
     callbacks = [Checkpoint(args.checkpoint)] if args.checkpoint else []
     if args.log_dir:
         callbacks.append(CSVLogger(args.log_dir))
-    trainer = Trainer(model, optimizer, monitor=monitor, progress=not args.no_progress, callbacks=callbacks)
+    trainer = Trainer(
+        model, optimizer, monitor=monitor, progress=not args.no_progress, callbacks=callbacks, compile=args.compile
+    )
     if args.checkpoint and Path(args.checkpoint).exists():
         trainer.load_checkpoint(args.checkpoint)
         print(f"resumed from {args.checkpoint} after epoch {trainer.epoch} (step {trainer.global_step})")

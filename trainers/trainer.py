@@ -108,6 +108,9 @@ class Trainer:
         callbacks: ``Callback`` objects, called in this order after the progress bar and monitor.
         gradient_clip_val: if set, a ``GradientClipping(gradient_clip_val)`` callback is added
             last: before each optimizer step the gradients' joint 2-norm is clipped to it.
+        compile: True wraps the step's forward and backward in ``needle.compile``: captured once
+            per batch shape, replayed afterwards (no graph is built, so none can leak). The loss
+            check, the hooks and the optimizer step still run every step, as without it.
 
     Attributes:
         history: a ``History`` (``history.steps``, ``history.epochs``).
@@ -139,6 +142,7 @@ class Trainer:
         progress: Any = True,
         callbacks: Iterable[Callback] = (),
         gradient_clip_val: float | None = None,
+        compile: bool = False,
     ) -> None:
         if loss_fn is None:
             import needle.nn
@@ -165,6 +169,7 @@ class Trainer:
         self.interrupted = False
         self.batches_per_epoch = None
         self._position = None  # the EpochPosition of an epoch started but not finished
+        self._forward_backward = needle.compile(self._forward_backward_eager) if compile else self._forward_backward_eager
 
     # ---- the loop -----------------------------------------------------------------------------
     def fit(self, train_loader: Iterable, epochs: int = 1, val_loader: Iterable | None = None) -> History:
@@ -243,17 +248,22 @@ class Trainer:
         backward pass and the optimizer step.
         """
         X, y = self._to_device(X), self._to_device(y)
-        self.optimizer.reset_grad()
-        logits = self.model(X)
-        loss = self.loss_fn(logits, y)
+        loss, logits = self._forward_backward(X, y)
         loss_value = float(loss.numpy())
         if not math.isfinite(loss_value):
             raise self._non_finite(loss_value)
-        loss.backward(create_graph=False)
         self.dispatch("on_after_backward")
         self.dispatch("on_before_optimizer_step", self.optimizer)
         self.optimizer.step()
         return loss_value, _accuracy(logits, y)
+
+    def _forward_backward_eager(self, X, y):
+        self.optimizer.reset_grad()
+        logits = self.model(X)
+        loss = self.loss_fn(logits, y)
+        # NOTE: backward before the loss check: a non-finite loss still raises before the update.
+        loss.backward(create_graph=False)
+        return loss, logits
 
     def plot(self, path: str | os.PathLike[str]) -> None:
         """Write one PNG: loss and accuracy curves (train and validation) beside graph nodes and
