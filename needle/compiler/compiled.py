@@ -4,7 +4,8 @@ import warnings
 
 import numpy
 
-from .capture import capture_cpu, Capture
+from .capture import capture_cpu
+from .cuda_graph import capture_cuda, is_cuda_argument
 from .errors import CaptureError
 from .plan import ReplayMismatch
 from .state import discover
@@ -100,7 +101,10 @@ class CompiledFunction:
 
     def _capture(self, args, kwargs):
         self._state = state = discover(self.fn, args, kwargs)
-        entry = capture_cpu(self.fn, args, kwargs, state)
+        if is_cuda_argument(args, kwargs):
+            entry = capture_cuda(self.fn, args, kwargs, state)
+        else:
+            entry = capture_cpu(self.fn, args, kwargs, state)
         self.captures += 1
         self._plans[_signature(args, kwargs, state)] = entry
         return entry.last_result
