@@ -15,8 +15,8 @@ def compile(fn=None):
     """Capture ``fn`` (a training step) once per signature and replay it as a static plan.
 
     The first call with a new signature (the shapes, dtypes, devices and ``requires_grad`` of the
-    Tensor arguments, the other arguments' values, and every attribute of the models the function
-    reaches, ``training`` included) runs ``fn`` eagerly while recording each array operation of
+    Tensor arguments, the other arguments' values, whether gradients are enabled, and every
+    attribute of the models the function reaches, ``training`` included) runs ``fn`` eagerly while recording each array operation of
     the forward, the backward and the update. Later calls with that signature replay the
     recording: the inputs are copied into buffers allocated at capture and each operation runs
     in place (``out=``), with no graph node and no op dispatch. Optimizer steps run as host
@@ -125,7 +125,11 @@ class CompiledFunction:
 
 
 def _signature(args, kwargs, state):
-    return (tuple(map(_argument_key, args)), tuple((k, _argument_key(v)) for k, v in sorted(kwargs.items())), state.fingerprint())
+    from ..grad_mode import is_grad_enabled
+
+    arguments = tuple(map(_argument_key, args))
+    keywords = tuple((k, _argument_key(v)) for k, v in sorted(kwargs.items()))
+    return arguments, keywords, is_grad_enabled(), state.fingerprint()
 
 
 def _argument_key(value):

@@ -163,3 +163,19 @@ def test_compile_works_as_a_decorator_and_on_methods():
     for x, y in batches():
         runner.step(x, y)
     assert runner.step.captures == 1 and runner.step.replays == 3
+
+
+def test_no_grad_selects_its_own_plan():
+    model, opt = model_and_optimizer()
+    model.eval()
+
+    @ndl.compile
+    def forward(x):
+        return model(x)
+
+    x = batches(8, 1)[0][0]
+    forward(x)
+    with ndl.no_grad():
+        forward(x)
+        forward(x)
+    assert forward.captures == 2 and forward.replays == 1
