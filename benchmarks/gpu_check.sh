@@ -16,6 +16,12 @@ echo "pytest exit $?" >> "$out/pytest_cuda.txt"
 timeout 240 python benchmarks/mnist_mlp.py --device cuda --preset gpu --repeats 3 \
     --only numpy,torch,needle,needle-course --markdown > "$out/bench_cuda.txt" 2>&1
 echo "benchmark exit $?" >> "$out/bench_cuda.txt"
+# ndl.compile as CUDA graph launches on the launch-bound MNIST sizes (goal: half of torch eager's time)
+timeout 240 python benchmarks/mnist_mlp.py --device cuda --preset cpu --repeats 3 \
+    --only numpy,torch,needle,needle-compiled --markdown > "$out/bench_cuda_compiled.txt" 2>&1
+echo "compiled benchmark exit $?" >> "$out/bench_cuda_compiled.txt"
+timeout 60 python examples/train_mnist.py --device cuda --epochs 1 --compile --no-progress > "$out/train_cuda_compiled.txt" 2>&1
+echo "train compiled exit $?" >> "$out/train_cuda_compiled.txt"
 timeout 60 python benchmarks/monitor_overhead.py --device cuda --repeats 5 > "$out/monitor_overhead_cuda.txt" 2>&1
 timeout 60 python benchmarks/conv_layer.py --device cuda --repeats 15 > "$out/conv_layer_cuda.txt" 2>&1
 echo "conv benchmark exit $?" >> "$out/conv_layer_cuda.txt"
@@ -32,6 +38,8 @@ cat "$out/gpu.txt"
 tail -3 "$out/pytest_cuda.txt"
 sed -n '/^| config/,$p' "$out/bench_cuda.txt"
 tail -2 "$out/bench_cuda.txt"
+sed -n '/^| config/,$p' "$out/bench_cuda_compiled.txt"
+tail -4 "$out/train_cuda_compiled.txt"
 tail -5 "$out/monitor_overhead_cuda.txt"
 tail -6 "$out/conv_layer_cuda.txt"
 tail -4 "$out/train_cuda.txt"

@@ -32,11 +32,13 @@ sys.path.insert(0, BENCHMARK_DIR)
 
 from floor_numpy import FloorMLP  # noqa: E402
 from needle_mlp import NeedleCourseBackwardMLP, NeedleMLP, needle_available  # noqa: E402
+from needle_compiled_mlp import NeedleCompiledMLP  # noqa: E402
 from reference_torch import TorchMLP, torch_available  # noqa: E402
 from timing import Stopwatch, median  # noqa: E402
 from workload import Workload, load_mnist  # noqa: E402
 
 IMPLEMENTATIONS = {"numpy": FloorMLP, "torch": TorchMLP, "needle": NeedleMLP, "needle-course": NeedleCourseBackwardMLP}
+IMPLEMENTATIONS["needle-compiled"] = NeedleCompiledMLP  # the compiled row: ndl.compile of the course step
 WARMUP_STEPS = 30
 ACCURACY_TOLERANCE = 0.01
 PRESETS = {
@@ -56,7 +58,7 @@ def parse_args(argv=None):
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--only", default="needle,numpy,torch", help="comma-separated subset of needle,numpy,torch,needle-course"
+        "--only", default="needle,numpy,torch", help="comma-separated subset of " + ",".join(IMPLEMENTATIONS)
     )
     parser.add_argument(
         "--preset",
@@ -105,7 +107,7 @@ def machine_description(device):
 def selected_implementations(args):
     """The implementation classes to run, and a line for each one skipped."""
     chosen, skipped = [], []
-    for key in ("numpy", "torch", "needle", "needle-course"):
+    for key in IMPLEMENTATIONS:
         if key not in args.only:
             continue
         if key == "torch":

@@ -69,6 +69,9 @@ def parse_arguments(argv=None):
     parser.add_argument("--train-samples", type=positive_int, default=None, help="use only the first N training images")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--compile", action="store_true", help="capture the training step with ndl.compile and replay it"
+    )
+    parser.add_argument(
         "--checkpoint", metavar="PATH",
         help="save here every epoch (its folder is created); resume from it if it exists",
     )
@@ -198,7 +201,9 @@ def main(argv=None):
     callbacks = [Checkpoint(args.checkpoint)] if args.checkpoint else []
     if args.log_dir:
         callbacks.append(CSVLogger(args.log_dir))
-    trainer = Trainer(model, optimizer, monitor=monitor, progress=not args.no_progress, callbacks=callbacks)
+    trainer = Trainer(
+        model, optimizer, monitor=monitor, progress=not args.no_progress, callbacks=callbacks, compile=args.compile
+    )
     if args.checkpoint and Path(args.checkpoint).exists():
         resume_or_exit(trainer, args, device)
         print(f"resumed from {args.checkpoint} after epoch {trainer.epoch} (step {trainer.global_step})")

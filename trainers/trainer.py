@@ -130,6 +130,9 @@ class Trainer:
             without it ``fit`` adds ``epochs`` (default 1). A resumed trainer trains only the rest.
         lr_scheduler: a ``needle.optim.lr_scheduler`` scheduler over ``optimizer``, stepped after
             every epoch (before ``on_train_epoch_end``, so checkpoints hold its new position).
+        compile: True wraps the step's forward and backward in ``needle.compile``: captured once
+            per batch shape, replayed afterwards (no graph is built, so none can leak). The loss
+            check, the hooks and the optimizer step still run every step, as without it.
 
     Attributes:
         history: a ``History`` (``history.steps``, ``history.epochs``).
@@ -163,6 +166,7 @@ class Trainer:
         gradient_clip_val: float | None = None,
         max_epochs: int | None = None,
         lr_scheduler: Any = None,
+        compile: bool = False,
     ) -> None:
         if max_epochs is not None and (isinstance(max_epochs, bool) or not isinstance(max_epochs, int) or max_epochs < 0):
             raise ValueError(f"Trainer max_epochs must be a non-negative int or None; got max_epochs={max_epochs!r}")
@@ -201,6 +205,7 @@ class Trainer:
         self.interrupted = False
         self.batches_per_epoch = None
         self._position = None  # the EpochPosition of an epoch started but not finished
+        self._forward_backward = needle.compile(self._forward_backward_eager) if compile else self._forward_backward_eager
 
     # ---- the loop -----------------------------------------------------------------------------
     def fit(self, train_loader: Iterable, epochs: int | None = None, val_loader: Iterable | None = None) -> History:
@@ -299,19 +304,24 @@ class Trainer:
         backward pass and the optimizer step.
         """
         X, y = self._to_device(X), self._to_device(y)
+        loss, logits = self._forward_backward(X, y)
+        loss_value = float(loss.numpy())
+        if not math.isfinite(loss_value):
+            raise self._non_finite(loss_value)
+        self.dispatch("on_after_backward")
+        self.dispatch("on_before_optimizer_step", self.optimizer)
+        self.optimizer.step()
+        return loss_value, _accuracy(logits, y)
+
+    def _forward_backward_eager(self, X, y):
         self.optimizer.reset_grad()
         logits = self.model(X)
         check_logits(logits)
         loss = self.loss_fn(logits, y)
         check_loss(loss)
-        loss_value = float(loss.numpy())
-        if not math.isfinite(loss_value):
-            raise self._non_finite(loss_value)
+        # NOTE: backward before the loss check: a non-finite loss still raises before the update.
         loss.backward(create_graph=False)
-        self.dispatch("on_after_backward")
-        self.dispatch("on_before_optimizer_step", self.optimizer)
-        self.optimizer.step()
-        return loss_value, _accuracy(logits, y)
+        return loss, logits
 
     def plot(self, path: str | os.PathLike[str]) -> None:
         """Write one PNG: loss and accuracy curves (train and validation) beside graph nodes and

@@ -126,7 +126,7 @@ class Device:
 
     def from_host(self, host_array, dtype="float32"):
         """Move a numpy array drawn on the host to this device, cast to ``dtype``."""
-        host_array = numpy.asarray(host_array)
+        host_array = numpy.asanyarray(host_array)  # NOTE: keeps an ndl.compile trace (a numpy subclass)
         dtype = resolve_dtype(dtype)
         if host_array.dtype != dtype:
             host_array = host_array.astype(dtype)

@@ -137,7 +137,7 @@ class ArrayRoutines:
         exp_shifted = xp.exp(shifted)
         totals = exp_shifted.sum(axis=1)
         loss = (xp.log(totals).sum() - shifted[xp.arange(batch), label_ids].sum()) / batch
-        return xp.asarray(loss, dtype=logits.dtype), SoftmaxCrossEntropySaved(exp_shifted, totals, label_ids)
+        return xp.asanyarray(loss, dtype=logits.dtype), SoftmaxCrossEntropySaved(exp_shifted, totals, label_ids)
 
     def softmax_cross_entropy_gradient(self, saved, out_grad):
         """``out_grad * (softmax - one_hot) / batch``, made in place in ``saved.exp_shifted``."""

@@ -1,0 +1,11 @@
+"""``ndl.compile``: capture a training step once, replay it as a static plan.
+
+One concept per module: :mod:`.traced_array` (the numpy array that reports its operations),
+:mod:`.recorder` (the steps of one capture), :mod:`.plan` (the replay), :mod:`.state` (the
+models and optimizers a step reaches), :mod:`.capture` (one capture and what it expects),
+:mod:`.compiled` (the wrapper), :mod:`.cuda_graph` (a CUDA replay as graph launches).
+"""
+from .compiled import CompiledFunction, compile
+from .errors import CaptureError
+
+__all__ = ["CaptureError", "CompiledFunction", "compile"]

@@ -1,0 +1,228 @@
+"""One capture: run the step eagerly under a recorder, then keep its plan and what it expects.
+
+The Tensor arguments are copied into buffers the plan owns and passed to the step as traced
+constants. The state's arrays (parameters, running statistics, gradients) are traced views for
+the duration, so every operation that touches them is recorded. Optimizer steps become host
+calls. What the state looks like afterwards is what the next replay checks before it runs:
+a parameter replaced between calls, or a changed ``.grad`` that the step accumulates into,
+makes the call capture again instead of replaying stale buffers.
+"""
+import numpy
+
+from ..backend_ndarray import NDArray
+from .errors import CaptureError
+from .plan import Plan
+from .recorder import Recorder, root
+from .traced_array import TracedArray
+
+
+class Capture:
+    """A captured plan and the state it expects (one entry of a :class:`CompiledFunction`)."""
+
+    def __init__(self, plan, tensor_positions, slots, outputs, last_result):
+        self.plan = plan
+        self.tensor_positions = tensor_positions
+        self.slots = slots  # (owner, attribute, tensor, data, raw, reset): the state after capture
+        self.outputs = outputs  # a template: Tensors replaced by ("output", buffer, device)
+        self.last_result = last_result
+
+    def ready(self):
+        """Whether the state is still the one captured (else the call must capture again)."""
+        for owner, attribute, tensor, data, raw, reset in self.slots:
+            if reset:
+                continue
+            if getattr(owner, attribute, None) is not tensor:
+                return False
+            if tensor is not None and (tensor.cached_data is not data or data.raw is not raw):
+                return False
+        return True
+
+    def replay(self, args, kwargs):
+        for owner, attribute, tensor, data, raw, reset in self.slots:
+            if reset:
+                setattr(owner, attribute, tensor)  # as backward() does: .grad is this step's gradient
+        arrays = [_argument(args, kwargs, position).cached_data.raw for position in self.tensor_positions]
+        self.plan.replay(arrays)
+        return _rebuild(self.outputs)
+
+    def outputs_of(self, result):
+        """An eager call's result in the form a replay returns (Tensors without a graph)."""
+        return _detached(result)
+
+
+def capture_cpu(fn, args, kwargs, state):
+    """Run ``fn`` once, recording; return its :class:`Capture`."""
+    from ..optim.optimizer import Optimizer
+    from ..tensor import Tensor
+
+    recorder = Recorder()
+    tensor_positions, input_buffers = [], []
+
+    def traced_input(position, value):
+        if not isinstance(value, Tensor):
+            return value
+        data = value.realize_cached_data()
+        if not isinstance(data.raw, numpy.ndarray):
+            raise CaptureError(
+                f"ndl.compile: argument {position!r} is on {data.device}; this capture records numpy arrays "
+                "(CUDA steps are captured by needle.compiler.cuda_graph)"
+            )
+        buffer = numpy.array(data.raw, copy=True)
+        recorder.know(buffer)
+        tensor_positions.append(position)
+        input_buffers.append(buffer)
+        return Tensor.make_const(NDArray.wrap(buffer.view(TracedArray), data.device), requires_grad=value.requires_grad)
+
+    traced_args = [traced_input(index, value) for index, value in enumerate(args)]
+    traced_kwargs = {name: traced_input(name, value) for name, value in kwargs.items()}
+
+    swapped, before = {}, []
+    for owner, attribute in state.slots:
+        tensor = getattr(owner, attribute, None)
+        raw = None
+        if tensor is not None:
+            data = tensor.realize_cached_data()
+            raw = data.raw
+            if isinstance(raw, TracedArray):
+                raise CaptureError("ndl.compile: a tensor of the model is still traced from a failed capture")
+            if data.__class__ is NDArray and raw.__class__ is numpy.ndarray and id(data) not in swapped:
+                swapped[id(data)] = (data, raw)
+                recorder.know(raw)
+                data.raw = raw.view(TracedArray)
+        before.append((owner, attribute, tensor, raw))
+
+    optimizers = {id(opt): opt for opt in state.optimizers}
+    original_gradients = Optimizer._gradients
+
+    def checked_gradients(self):
+        if id(self) not in optimizers:
+            raise CaptureError(
+                f"ndl.compile: an optimizer that the compiled function does not reach through its arguments, "
+                f"closure, globals or self ({type(self).__name__}) stepped during capture; pass it as an "
+                f"argument or keep it in a global or closure variable so that its step can be replayed"
+            )
+        return original_gradients(self)
+
+    for opt in state.optimizers:
+        opt.step = _host_step(recorder, opt)
+    Optimizer._gradients = checked_gradients
+    recorder.start()
+    try:
+        result = fn(*traced_args, **traced_kwargs)
+    finally:
+        recorder.stop()
+        Optimizer._gradients = original_gradients
+        for opt in state.optimizers:
+            opt.__dict__.pop("step", None)
+        for data, raw in swapped.values():
+            if isinstance(data.raw, TracedArray) and root(data.raw) is root(raw):
+                data.raw = raw
+        for owner, attribute in state.slots:
+            _untrace(getattr(owner, attribute, None))
+
+    observed = set()
+    outputs = _template(result, observed)
+    slots, writebacks = [], []
+    read = set().union(*(step.reads for step in recorder.steps)) if recorder.steps else set()
+    for owner, attribute, tensor_before, raw_before in before:
+        tensor = getattr(owner, attribute, None)
+        data = tensor.cached_data if tensor is not None else None
+        raw = data.raw if data is not None else None
+        reads_before = raw_before is not None and id(root(raw_before)) in read
+        replaced = raw is not None and raw_before is not None and root(raw) is not root(raw_before)
+        if replaced and attribute != "grad":
+            if raw.shape != raw_before.shape or raw.dtype != raw_before.dtype:
+                raise CaptureError(
+                    f"ndl.compile: {type(owner).__name__}.{attribute} changed from shape {raw_before.shape} "
+                    f"{raw_before.dtype} to {raw.shape} {raw.dtype} during the step; a replay needs state of a fixed shape"
+                )
+            # NOTE: state the step replaces by a new tensor (BatchNorm's running statistics) keeps
+            # its tensor: each replay copies the new values into it, so every plan of this function
+            # sees the same state, and the signature does not change from call to call.
+            writebacks.append((raw, raw_before))
+            setattr(owner, attribute, tensor_before)
+            tensor, data, raw = tensor_before, tensor_before.cached_data, raw_before
+        elif replaced and reads_before:  # a gradient accumulated into: the next replay reads this one
+            writebacks.append((raw, raw_before))
+        if raw is not None and isinstance(raw, numpy.ndarray):
+            observed.add(id(root(raw)))
+        reset = attribute == "grad" and not reads_before  # a fresh gradient: backward() sets it every step
+        slots.append((owner, attribute, tensor, data, raw, reset))
+    plan = Plan(recorder.steps, recorder.guards, input_buffers, observed, writebacks, set(recorder.known))
+    return Capture(plan, tensor_positions, slots, outputs, _rebuild(outputs))
+
+
+def _host_step(recorder, opt):
+    step = type(opt).step.__get__(opt)
+
+    def host_step():
+        recorder.host_call(step, lambda: _optimizer_arrays(opt))
+
+    return host_step
+
+
+def _optimizer_arrays(opt):
+    arrays = []
+    for param in opt.params:
+        for tensor in (param, param.grad):
+            if tensor is not None and tensor.cached_data is not None:
+                arrays.append(tensor.cached_data.raw)
+    return arrays
+
+
+def _untrace(tensor):
+    if tensor is None or tensor.cached_data is None:
+        return
+    data = tensor.cached_data
+    if isinstance(data, NDArray) and isinstance(data.raw, TracedArray):
+        data.raw = data.raw.view(numpy.ndarray)
+
+
+def _argument(args, kwargs, position):
+    return args[position] if isinstance(position, int) else kwargs[position]
+
+
+def _template(value, observed):
+    from ..tensor import Tensor
+
+    if isinstance(value, Tensor):
+        data = value.realize_cached_data()
+        raw = data.raw.view(numpy.ndarray) if isinstance(data.raw, TracedArray) else data.raw
+        observed.add(id(root(raw)))
+        return _Output(raw, data.device)
+    if type(value) in (tuple, list):
+        return type(value)(_template(item, observed) for item in value)
+    if type(value) is dict:
+        return {key: _template(item, observed) for key, item in value.items()}
+    return value
+
+
+class _Output:
+    __slots__ = ("buffer", "device")
+
+    def __init__(self, buffer, device):
+        self.buffer, self.device = buffer, device
+
+
+def _rebuild(template):
+    from ..tensor import Tensor
+
+    if isinstance(template, _Output):
+        return Tensor.make_const(NDArray.wrap(template.buffer.copy(), template.device))
+    if type(template) in (tuple, list):
+        return type(template)(_rebuild(item) for item in template)
+    if type(template) is dict:
+        return {key: _rebuild(item) for key, item in template.items()}
+    return template
+
+
+def _detached(value):
+    from ..tensor import Tensor
+
+    if isinstance(value, Tensor):
+        return value.detach()
+    if type(value) in (tuple, list):
+        return type(value)(_detached(item) for item in value)
+    if type(value) is dict:
+        return {key: _detached(item) for key, item in value.items()}
+    return value

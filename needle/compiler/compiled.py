@@ -1,0 +1,146 @@
+"""``ndl.compile``: capture a training step once per signature, then replay it."""
+import functools
+import warnings
+
+import numpy
+
+from .capture import capture_cpu
+from .cuda_graph import capture_cuda, is_cuda_argument
+from .errors import CaptureError
+from .plan import ReplayMismatch
+from .state import discover
+
+
+def compile(fn=None):
+    """Capture ``fn`` (a training step) once per signature and replay it as a static plan.
+
+    The first call with a new signature (the shapes, dtypes, devices and ``requires_grad`` of the
+    Tensor arguments, the other arguments' values, whether gradients are enabled, and every
+    attribute of the models the function reaches, ``training`` included) runs ``fn`` eagerly while recording each array operation of
+    the forward, the backward and the update. Later calls with that signature replay the
+    recording: the inputs are copied into buffers allocated at capture and each operation runs
+    in place (``out=``), with no graph node and no op dispatch. Optimizer steps run as host
+    calls at their place in the replay, so ``opt.lr`` changes, Adam's step count and a loaded
+    state dict take effect. Dropout draws fresh masks from numpy's global RNG at every replay.
+
+    Python side effects in ``fn`` (printing, appending to a list, counting calls) happen only
+    while capturing, as with ``jax.jit`` and tinygrad's ``TinyJit``. Reading a tensor's value
+    into Python inside ``fn`` (``float(loss)``, ``loss.numpy()``, ``if loss > 0:``) raises
+    :class:`CaptureError` at capture, naming the line: return the tensor and read it after the call.
+
+    Args:
+        fn: the step function; ``@ndl.compile`` and ``ndl.compile(fn)`` both work.
+
+    Returns:
+        a :class:`CompiledFunction`; its results are Tensors without a graph holding the values
+        of that call (copies: results of earlier calls keep theirs).
+
+    Example:
+        >>> import numpy as np, needle as ndl
+        >>> model = ndl.nn.Linear(3, 2)
+        >>> opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+        >>> @ndl.compile
+        ... def step(x, y):
+        ...     opt.reset_grad()
+        ...     loss = ndl.nn.SoftmaxLoss()(model(x), y)
+        ...     loss.backward()
+        ...     opt.step()
+        ...     return loss
+        >>> x, y = ndl.Tensor(np.ones((4, 3))), ndl.Tensor(np.array([0, 1, 0, 1]))
+        >>> first, second = step(x, y), step(x, y)
+        >>> step.captures, step.replays, second.op is None
+        (1, 1, True)
+    """
+    if fn is None:
+        return compile
+    return CompiledFunction(fn)
+
+
+class CompiledFunction:
+    """A step function with one captured plan per signature; see :func:`compile`.
+
+    Attributes:
+        captures: how many calls captured a plan.
+        replays: how many calls replayed one.
+    """
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"ndl.compile needs a function, got {type(fn).__name__} {fn!r}")
+        self.fn = fn
+        self.captures = 0
+        self.replays = 0
+        self._state = None
+        self._plans = {}
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self
+        bound = self.__dict__.get("_bound_for")
+        if bound is None or bound[0] is not instance:
+            compiled = CompiledFunction(self.fn.__get__(instance, owner))
+            self.__dict__["_bound_for"] = (instance, compiled)
+            return compiled
+        return bound[1]
+
+    def __call__(self, *args, **kwargs):
+        state = self._state
+        if state is None:
+            state = self._state = discover(self.fn, args, kwargs)
+        key = _signature(args, kwargs, state)
+        entry = self._plans.get(key)
+        if entry is not None and entry.ready():
+            try:
+                result = entry.replay(args, kwargs)
+            except ReplayMismatch as mismatch:
+                return self._after_mismatch(entry, mismatch, args, kwargs)
+            self.replays += 1
+            return result
+        return self._capture(args, kwargs)
+
+    def _capture(self, args, kwargs):
+        self._state = state = discover(self.fn, args, kwargs)
+        if is_cuda_argument(args, kwargs):
+            entry = capture_cuda(self.fn, args, kwargs, state)
+        else:
+            entry = capture_cpu(self.fn, args, kwargs, state)
+        self.captures += 1
+        self._plans[_signature(args, kwargs, state)] = entry
+        return entry.last_result
+
+    def _after_mismatch(self, entry, mismatch, args, kwargs):
+        if not mismatch.undoable:
+            raise RuntimeError(
+                f"ndl.compile: a value that needle read at {mismatch.guard.where} while capturing differs in "
+                f"this call, after the replay had already changed the model's state; call the function "
+                f"without ndl.compile to see why this input differs"
+            ) from None
+        entry.plan.undo_writebacks()
+        # NOTE: the eager call raises needle's own error for this input (a label out of range).
+        return entry.outputs_of(self.fn(*args, **kwargs))
+
+    def __repr__(self):
+        return f"<ndl.compile of {getattr(self.fn, '__qualname__', self.fn)!r}: {len(self._plans)} plans>"
+
+
+def _signature(args, kwargs, state):
+    from ..grad_mode import is_grad_enabled
+
+    arguments = tuple(map(_argument_key, args))
+    keywords = tuple((k, _argument_key(v)) for k, v in sorted(kwargs.items()))
+    return arguments, keywords, is_grad_enabled(), state.fingerprint()
+
+
+def _argument_key(value):
+    from ..tensor import Tensor
+
+    if isinstance(value, Tensor):
+        data = value.realize_cached_data()
+        raw = data.raw
+        return ("tensor", raw.shape, raw.dtype, data.device.name, value.requires_grad)
+    try:
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    return ("value", type(value), value)

@@ -1,0 +1,210 @@
+"""CUDA replay: a captured step as CUDA graph launches (CuPy stream capture).
+
+On a GPU the step runs once eagerly under ``stream.begin_capture()``: CuPy's kernels are recorded
+into a graph instead of running, every buffer allocated meanwhile is kept alive for the graph's
+lifetime (:class:`KeptAllocations`), and each optimizer step ends one graph and starts the next
+(:class:`GraphSegments`), so the update runs as a host call that reads ``lr`` and the step
+count at every replay. A replay copies the inputs into the captured input buffers and launches
+the graphs: one launch for the forward and backward, one fused update kernel per device.
+
+What a CUDA graph cannot hold raises :class:`CaptureError` at capture: a value read to the host
+(CuPy raises on a synchronising copy during capture) and a host-to-device upload (Dropout draws
+its mask on the host; use ``ndl.compile`` on CPU for steps with Dropout, or no Dropout).
+
+Without a GPU this module imports and its bookkeeping is tested with stand-ins for the stream
+and the memory pool; ``benchmarks/gpu_check.sh`` measures it on a GPU.
+"""
+import numpy
+
+from .errors import CaptureError
+
+
+class KeptAllocations:
+    """Within the block, every device allocation is kept (never returned to the pool).
+
+    A graph bakes the addresses it was captured with; a buffer freed during capture and handed
+    to another array later would be overwritten by every replay. ``kept`` holds them all.
+
+    Args:
+        malloc: the pool's allocation function (``cupy.get_default_memory_pool().malloc``).
+        set_allocator: the function that installs an allocator (``cupy.cuda.set_allocator``).
+        current_allocator: returns the allocator to restore (``cupy.cuda.get_allocator``).
+    """
+
+    def __init__(self, malloc, set_allocator, current_allocator):
+        self._malloc, self._set, self._current = malloc, set_allocator, current_allocator
+        self.kept = []
+        self._saved = None
+
+    def allocate(self, size):
+        memory = self._malloc(size)
+        self.kept.append(memory)
+        return memory
+
+    def __enter__(self):
+        self._saved = self._current()
+        self._set(self.allocate)
+        return self
+
+    def __exit__(self, *exc):
+        self._set(self._saved)
+        return False
+
+
+class GraphSegments:
+    """Stream capture split at host calls: the replay items of one capture, in order.
+
+    ``begin()`` starts capturing; ``host_call(fn)`` ends the current graph, records ``fn`` (it
+    runs at each replay, not now: the kernels before it have only been recorded) and starts the
+    next graph; ``end()`` closes the last one. ``items`` are callables: graph launches on
+    ``stream`` and the host calls.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.items = []
+        self.graphs = 0
+
+    def begin(self):
+        self.stream.begin_capture()
+
+    def _close(self):
+        graph = self.stream.end_capture()
+        self.graphs += 1
+        stream = self.stream
+        self.items.append(lambda: graph.launch(stream))
+
+    def host_call(self, function):
+        self._close()
+        self.items.append(function)
+        self.begin()
+
+    def end(self):
+        self._close()
+
+    def abort(self):
+        """End a capture that failed part-way (the partial graph is discarded)."""
+        if self.stream.is_capturing():
+            self.stream.end_capture()
+
+    def replay(self):
+        for item in self.items:
+            item()
+
+
+class CudaGraphCapture:
+    """A step captured as graph segments, with the input buffers it copies new inputs into."""
+
+    def __init__(self, segments, allocations, tensor_positions, input_buffers, outputs, last_result):
+        self.segments = segments
+        self.allocations = allocations  # keeps the graphs' buffers alive
+        self.tensor_positions = tensor_positions
+        self.input_buffers = input_buffers
+        self.outputs = outputs
+        self.last_result = last_result
+
+    def ready(self):
+        return True
+
+    def replay(self, args, kwargs):
+        from .capture import _argument, _rebuild
+
+        with self.segments.stream:
+            for buffer, position in zip(self.input_buffers, self.tensor_positions):
+                buffer[...] = _argument(args, kwargs, position).cached_data.raw
+            self.segments.replay()
+            return _rebuild(self.outputs)
+
+
+def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (benchmarks/gpu_check.sh)
+    """Run ``fn`` once under CUDA stream capture; return its :class:`CudaGraphCapture`."""
+    import cupy
+
+    from ..backend_ndarray import NDArray
+    from ..backend_ndarray.device import Device
+    from ..tensor import Tensor
+    from .capture import _template
+
+    tensor_positions, input_buffers = [], []
+
+    def device_input(position, value):
+        if not isinstance(value, Tensor):
+            return value
+        data = value.realize_cached_data()
+        buffer = data.raw.copy()
+        tensor_positions.append(position)
+        input_buffers.append(buffer)
+        return Tensor.make_const(NDArray.wrap(buffer, data.device), requires_grad=value.requires_grad)
+
+    # NOTE: this call's step runs eagerly; it also makes lazily made state (optimizer moments,
+    # compiled kernels) before the capture, which records a step without running it.
+    eager_result = fn(*args, **kwargs)
+    device_args = [device_input(i, v) for i, v in enumerate(args)]
+    device_kwargs = {k: device_input(k, v) for k, v in kwargs.items()}
+    stream = cupy.cuda.Stream(non_blocking=True)
+    segments = GraphSegments(stream)
+    pool = cupy.get_default_memory_pool()
+    allocations = KeptAllocations(pool.malloc, cupy.cuda.set_allocator, cupy.cuda.get_allocator)
+    original_from_host = Device.from_host
+
+    def refuse_upload(device, host_array, dtype="float32"):
+        if device.name != "cpu":
+            raise CaptureError(
+                "ndl.compile: a host-to-device upload (a Dropout mask drawn on the host) happened during CUDA "
+                "graph capture; a graph would replay the first mask. Remove Dropout from the compiled step or "
+                "train it on the CPU"
+            )
+        return original_from_host(device, host_array, dtype)
+
+    before = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots if name != "grad"]
+    for opt in state.optimizers:
+        step = type(opt).step.__get__(opt)
+        opt.step = lambda step=step: segments.host_call(step)
+    Device.from_host = refuse_upload
+    try:
+        with allocations, stream:
+            segments.begin()
+            try:
+                result = fn(*device_args, **device_kwargs)
+            except cupy.cuda.runtime.CUDARuntimeError as error:
+                segments.abort()
+                raise CaptureError(
+                    f"ndl.compile: the step waited for the GPU during CUDA graph capture ({error}); it reads a "
+                    "value to the host: return the tensor and read it after the call"
+                ) from error
+            except BaseException:
+                segments.abort()
+                raise
+            _copy_back_replaced_state(before)
+            segments.end()
+    finally:
+        Device.from_host = original_from_host
+        for opt in state.optimizers:
+            opt.__dict__.pop("step", None)
+    outputs = _template(result, set())
+    from .capture import _detached
+
+    return CudaGraphCapture(segments, allocations, tensor_positions, input_buffers, outputs, _detached(eager_result))
+
+
+def _copy_back_replaced_state(before):  # pragma: no cover - needs a GPU
+    """State the step replaced by new tensors (running statistics): copy the new values into the
+    old arrays inside the graph, and keep the old tensors, so every replay reads and writes the same."""
+    for owner, name, tensor in before:
+        current = getattr(owner, name, None)
+        if tensor is None or current is tensor:
+            continue
+        tensor.realize_cached_data().raw[...] = current.realize_cached_data().raw
+        setattr(owner, name, tensor)
+
+
+def is_cuda_argument(args, kwargs):
+    """Whether any Tensor argument lives on a CUDA device."""
+    from ..tensor import Tensor
+
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, Tensor):
+            raw = value.realize_cached_data().raw
+            if not isinstance(raw, numpy.ndarray):
+                return True
+    return False

@@ -1,0 +1,298 @@
+"""Recorder: what one capture saw, as a list of steps over fixed arrays.
+
+Every step is a callable with no arguments that redoes one array operation into the array the
+capture produced (``numpy.add(a, b, out=r)``), plus the memory it reads and writes (by root
+buffer), which :mod:`needle.compiler.plan` uses to drop work nobody observes. Views need no step:
+they alias buffers that the steps rewrite in place.
+"""
+import functools
+import inspect
+import os
+import sys
+
+import numpy
+
+from . import traced_array
+from .errors import CaptureError
+from .traced_array import TracedArray
+
+_NEEDLE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Files whose frames only pass a value through (tensor.item() -> array.item()): the reader is their caller.
+_PASS_THROUGH = tuple(
+    os.path.join(_NEEDLE_DIR, *parts)
+    for parts in (("tensor.py",), ("autograd.py",), ("backend_ndarray", "ndarray.py"), ("compile",))
+)
+_OWN_FILES = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(numpy.__file__))
+
+RANDOM_FUNCTIONS = (
+    "rand", "randn", "random", "random_sample", "uniform", "normal", "randint", "binomial", "permutation",
+    "standard_normal", "choice",
+)
+
+
+def root(array):
+    """The array that owns ``array``'s memory (itself when it owns it)."""
+    while isinstance(array.base, numpy.ndarray):
+        array = array.base
+    return array
+
+
+class Step:
+    """One recorded operation: ``run()`` redoes it; ``reads``/``writes`` are root buffers (by id)."""
+
+    __slots__ = ("run", "reads", "writes", "effect", "where")
+
+    def __init__(self, run, reads, writes, effect=False, where=""):
+        self.run = run
+        self.reads = reads
+        self.writes = writes
+        self.effect = effect  # kept even when nothing reads what it writes (RNG draws, host calls)
+        self.where = where
+
+
+class Guard:
+    """A value that needle's own code read during capture (a label range check): it must not change."""
+
+    __slots__ = ("array", "convert", "value", "where")
+
+    def __init__(self, array, convert, value, where):
+        self.array, self.convert, self.value, self.where = array, convert, value, where
+
+    def holds(self):
+        now = self.convert(self.array)
+        if isinstance(now, numpy.ndarray):
+            return numpy.array_equal(now, self.value)
+        return now == self.value
+
+
+class Recorder:
+    """Collects the steps of one capture. ``start()`` makes it the active recorder."""
+
+    def __init__(self):
+        self.steps = []
+        self.guards = []  # (position in steps, Guard)
+        self.paused = False
+        self.produced = {}  # id(root) -> root: buffers this capture made (the plan owns them)
+        self.known = {}  # id(root) -> root: inputs and state, which persist across replays
+        self.restored = set()  # ids of foreign buffers given a restore step
+        self._saved_random = {}
+
+    # ---- activation --------------------------------------------------------------------------
+    def start(self):
+        if traced_array.RECORDER is not None:
+            raise CaptureError("ndl.compile: a compiled function was called while another one was capturing")
+        traced_array.RECORDER = self
+        for name in RANDOM_FUNCTIONS:
+            original = self._saved_random[name] = getattr(numpy.random, name)
+            setattr(numpy.random, name, self._random(original))
+
+    def stop(self):
+        if traced_array.RECORDER is self:
+            traced_array.RECORDER = None
+        for name, original in self._saved_random.items():
+            setattr(numpy.random, name, original)
+        self._saved_random = {}
+
+    def run_paused(self, function, *args, **kwargs):
+        """Run ``function`` without recording (a host call such as an optimizer step)."""
+        saved, self.paused = self.paused, True
+        try:
+            return function(*args, **kwargs)
+        finally:
+            self.paused = saved
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+    def know(self, array):
+        """Mark ``array``'s buffer as persistent (an input buffer or state)."""
+        buffer = root(array)
+        self.known[id(buffer)] = buffer
+
+    def trace(self, array):
+        return array.view(TracedArray)
+
+    def _ids(self, values):
+        found = set()
+        for value in values:
+            if isinstance(value, numpy.ndarray):
+                found.add(id(root(value)))
+            elif type(value) in (tuple, list):
+                found |= self._ids(value)
+            elif type(value) is dict:
+                found |= self._ids(value.values())
+        return found
+
+    def _produce(self, array):
+        buffer = root(array)
+        self.produced[id(buffer)] = buffer
+        return id(buffer)
+
+    def _add(self, run, reads, writes, effect=False):
+        for value in writes:
+            if isinstance(value, numpy.ndarray):
+                self._before_write(value)
+        self.steps.append(Step(run, self._ids(reads), self._ids(writes), effect))
+
+    def _before_write(self, array):
+        """A write into a buffer the capture did not make and does not know (an array made with
+        numpy.zeros during capture): restore its captured contents first at every replay."""
+        buffer = root(array)
+        key = id(buffer)
+        if key in self.produced or key in self.known or key in self.restored:
+            return
+        self.restored.add(key)
+        snapshot = buffer.copy()
+        self.steps.append(Step(functools.partial(numpy.copyto, buffer, snapshot), set(), {key}))
+
+    def _new(self, result, run_into):
+        """Record a step that writes the new array ``result``; return it traced."""
+        if not isinstance(result, numpy.ndarray):
+            result = numpy.asarray(result)
+        self._produce(result)
+        run, reads = run_into(result)
+        self.steps.append(Step(run, self._ids(reads), {id(root(result))}))
+        return result.view(TracedArray)
+
+    # ---- what TracedArray reports ------------------------------------------------------------
+    def ufunc(self, function, method, arguments, kwargs, outs):
+        result = function(*arguments, **kwargs)
+        if outs is not None:
+            self._add(functools.partial(function, *arguments, **kwargs), arguments, kwargs["out"])
+            return outs[0] if len(outs) == 1 else outs
+        if method == "at":
+            self._add(functools.partial(function, *arguments, **kwargs), arguments, arguments[:1])
+            return None
+        if isinstance(result, tuple):
+            results = tuple(numpy.asarray(r) for r in result)
+            for r in results:
+                self._produce(r)
+            self.steps.append(
+                Step(functools.partial(function, *arguments, out=results, **kwargs), self._ids(arguments), self._ids(results))
+            )
+            return tuple(r.view(TracedArray) for r in results)
+        return self._new(result, lambda out: (functools.partial(function, *arguments, out=out, **kwargs), arguments))
+
+    def function(self, func, args, kwargs, takes_out=None):
+        result = func(*args, **kwargs)
+        if result is None:  # an in-place function (copyto, put_along_axis, fill, sort): it writes its first array
+            self._add(functools.partial(func, *args, **kwargs), args, args[:1])
+            return None
+        if isinstance(result, (tuple, list)) and result and all(isinstance(r, numpy.ndarray) for r in result):
+            if all(_is_view(r, args) for r in result):
+                return type(result)(r.view(TracedArray) for r in result)
+            results = [numpy.array(r) for r in result]
+            for r in results:
+                self._produce(r)
+            self.steps.append(Step(functools.partial(_copy_each, results, func, args, kwargs), self._ids((args, kwargs)), self._ids(results)))
+            return type(result)(r.view(TracedArray) for r in results)
+        if isinstance(result, numpy.ndarray) and _is_view(result, (args, kwargs)):
+            return result.view(TracedArray)
+        if not isinstance(result, (numpy.ndarray, numpy.generic)):
+            return result  # metadata (a shape, a dtype, a flag), not array values
+        if takes_out is None:
+            takes_out = "out" not in kwargs and _takes_out(func)
+        if takes_out:
+            return self._new(result, lambda out: (functools.partial(func, *args, out=out, **kwargs), (args, kwargs)))
+        return self._new(result, lambda out: (functools.partial(_copy_into, out, func, args, kwargs), (args, kwargs)))
+
+    def getitem(self, base, index):
+        result = base[index]
+        if isinstance(result, numpy.ndarray) and numpy.may_share_memory(result, base):
+            return result.view(TracedArray)  # basic indexing: a view
+        return self._new(result, lambda out: (functools.partial(_copy_into, out, _getitem, (base, index), {}), (base, index)))
+
+    def setitem(self, base, index, value):
+        base[index] = value
+        self._add(functools.partial(_setitem, base, index, value), (index, value), (base,))
+
+    def value_read(self, array, kind, convert, value):
+        frame = _reader_frame(sys._getframe(2))
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+        if frame is not None and frame.f_code.co_filename.startswith(_NEEDLE_DIR + os.sep):
+            self._produce_read(array)
+            self.guards.append((len(self.steps), Guard(array, convert, value.copy() if isinstance(value, numpy.ndarray) else value, where)))
+            return
+        raise CaptureError(
+            f"ndl.compile: {where} reads a tensor's value into Python ({kind}) while capturing; a replay runs "
+            f"only the array operations, so that value (and every Python decision made from it) would be "
+            f"frozen at the first call. Return the tensor from the compiled function and read it after the "
+            f"call (loss = step(x, y); float(loss)), or call the function without ndl.compile",
+            where=where,
+        )
+
+    def _produce_read(self, array):
+        pass  # guards keep their array's producers alive through the plan's liveness roots
+
+    def host_call(self, function, reads_after):
+        """Run ``function`` (an optimizer step) now and at every replay, unrecorded inside."""
+        self.run_paused(function)
+        self.steps.append(Step(function, self._ids(reads_after()), set(), effect=True))
+
+    def _random(self, original):
+        recorder = self
+
+        @functools.wraps(original)
+        def draw(*args, **kwargs):
+            if traced_array.RECORDER is not recorder or recorder.paused:
+                return original(*args, **kwargs)
+            args, kwargs = traced_array.plain(args), traced_array.plain(kwargs)
+            result = numpy.asarray(original(*args, **kwargs))
+            recorder._produce(result)
+            recorder.steps.append(
+                Step(functools.partial(_copy_into, result, original, args, kwargs), recorder._ids((args, kwargs)), {id(root(result))}, effect=True)
+            )
+            return result.view(TracedArray)
+
+        return draw
+
+
+def _is_view(result, sources):
+    for source in _arrays_in(sources):
+        if numpy.may_share_memory(result, source):
+            return True
+    return False
+
+
+def _arrays_in(value):
+    if isinstance(value, numpy.ndarray):
+        yield value
+    elif type(value) in (tuple, list):
+        for item in value:
+            yield from _arrays_in(item)
+    elif type(value) is dict:
+        for item in value.values():
+            yield from _arrays_in(item)
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_out(func):
+    try:
+        return "out" in inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _copy_into(out, func, args, kwargs):
+    numpy.copyto(out, func(*args, **kwargs), casting="unsafe")
+
+
+def _copy_each(outs, func, args, kwargs):
+    for out, value in zip(outs, func(*args, **kwargs)):
+        numpy.copyto(out, value, casting="unsafe")
+
+
+def _getitem(base, index):
+    return base[index]
+
+
+def _setitem(base, index, value):
+    base[index] = value
+
+
+def _reader_frame(frame):
+    """The frame that asked for a value: the first one outside needle's pass-through files and numpy."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(_PASS_THROUGH) or filename.startswith(_OWN_FILES)):
+            return frame
+        frame = frame.f_back
+    return None

@@ -1,0 +1,111 @@
+"""The state a compiled step reads and writes: the models and optimizers it can reach.
+
+``ndl.compile`` finds them in the function's arguments, closure, globals and ``self`` (and one
+attribute level below those, such as a trainer's ``self.model``), as ``torch.compile`` guards on
+what a function reaches. Their tensors are the plan's state slots; their attributes are part of
+the signature, so ``model.eval()`` or a new ``Dropout.p`` selects another plan.
+"""
+import operator
+import types
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+class StepState:
+    """The modules and optimizers a function uses, and the tensor slots they hold."""
+
+    def __init__(self, modules, optimizers):
+        self.modules = modules
+        self.optimizers = optimizers
+        slots, seen = [], set()
+        for module in modules:
+            for name, value in vars(module).items():
+                if _is_tensor(value):
+                    slots.append((module, name))
+        parameters = [p for m in modules for p in m.parameters()] + [p for o in optimizers for p in o.params]
+        for parameter in parameters:
+            if id(parameter) not in seen:
+                seen.add(id(parameter))
+                slots.append((parameter, "grad"))
+        self.slots = slots
+        self._last = None  # (the attribute values last seen, their fingerprint)
+
+    def fingerprint(self):
+        """What the plan depends on: every module attribute (numbers by value, objects by identity)."""
+        last = self._last
+        if last is not None:
+            # NOTE: the common case, nothing reassigned since the last call, is an identity check.
+            for module, saved in zip(self.modules, last[0]):
+                current = vars(module).values()
+                if len(current) != len(saved) or not all(map(operator.is_, current, saved)):
+                    break
+            else:
+                return last[1]
+        values = [tuple(vars(module).values()) for module in self.modules]
+        key = tuple(tuple(v if type(v) in _SCALARS else id(v) for v in vs) for vs in values)
+        self._last = (values, key)
+        return key
+
+
+def discover(fn, args, kwargs):
+    """The :class:`StepState` of ``fn`` called with ``args`` and ``kwargs``."""
+    from ..nn.module import Module
+    from ..optim.optimizer import Optimizer
+
+    candidates = list(args) + list(kwargs.values()) + _reached_by(fn)
+    modules, optimizers, seen = [], [], set()
+
+    def collect(value, depth):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, Module):
+            for module in value.modules():
+                if id(module) not in seen or module is value:
+                    seen.add(id(module))
+                    modules.append(module)
+        elif isinstance(value, Optimizer):
+            optimizers.append(value)
+        elif type(value) in (list, tuple):
+            for item in value:
+                collect(item, depth)
+        elif type(value) is dict:
+            for item in value.values():
+                collect(item, depth)
+        elif isinstance(value, (types.FunctionType, types.MethodType)) and depth > 0:
+            for item in _reached_by(value):  # a helper the step calls: what it reaches counts too
+                collect(item, depth - 1)
+        elif depth > 0 and hasattr(value, "__dict__") and not isinstance(value, _OPAQUE):
+            for item in vars(value).values():
+                collect(item, depth - 1)
+
+    for candidate in candidates:
+        collect(candidate, 2)
+    return StepState(modules, optimizers)
+
+
+def _reached_by(fn):
+    """What ``fn`` can reach directly: its closure, the globals it names, and ``self``."""
+    found = []
+    function = getattr(fn, "__func__", fn)
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        found.append(owner)
+    code, names = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    if code is not None:
+        found.extend(names[name] for name in code.co_names if name in names)
+    return found
+
+
+_OPAQUE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+def _is_tensor(value):
+    from ..tensor import Tensor
+
+    return isinstance(value, Tensor)

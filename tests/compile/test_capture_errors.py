@@ -1,0 +1,100 @@
+"""What a capture cannot replay raises CaptureError at the user's line, with the fix."""
+import inspect
+
+import numpy as np
+import pytest
+
+import needle as ndl
+import needle.nn as nn
+from needle.compiler.traced_array import TracedArray
+
+from steps import model_and_optimizer
+
+
+def line_of(function, text):
+    source, first = inspect.getsourcelines(function)
+    return first + next(i for i, line in enumerate(source) if text in line)
+
+
+READS = {
+    "float": (lambda loss: float(loss), ".item()"),  # Tensor.__float__ reads item()
+    "item": (lambda loss: loss.item(), ".item()"),
+    "numpy": (lambda loss: loss.numpy() * 2, ".numpy()"),
+    "branch": (lambda loss: 1 if loss.numpy() > 0 else 0, ".numpy()"),
+    "bool": (lambda loss: bool(loss), ".item()"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_reading_a_value_while_capturing_names_the_line_and_the_fix(name):
+    read, kind = READS[name]
+    model, opt = model_and_optimizer()
+    loss_fn = nn.SoftmaxLoss()
+
+    def step(x, y):
+        opt.reset_grad()
+        loss = loss_fn(model(x), y)
+        read(loss)  # the read
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = ndl.compile(step)
+    x, y = ndl.Tensor(np.ones((4, 12), np.float32)), ndl.Tensor(np.array([0, 1, 2, 3]))
+    with pytest.raises(ndl.CaptureError) as caught:
+        compiled(x, y)
+    message = str(caught.value)
+    assert f"{__file__}:{line_of(READS[name][0], 'lambda')}" in message
+    assert kind in message
+    assert "Return the tensor from the compiled function and read it after the call" in message
+    # nothing is left traced: the same step runs eagerly afterwards, and the model's arrays are plain
+    assert all(type(p.realize_cached_data().raw) is np.ndarray for p in model.parameters())
+    assert type(model.modules[1].running_mean.realize_cached_data().raw) is np.ndarray
+    loss_fn(model(x), y).backward()
+    assert compiled.captures == 0
+
+
+def test_the_error_names_the_line_in_the_step():
+    model, opt = model_and_optimizer()
+
+    def step(x):
+        value = float(model(x).sum())
+        return value
+
+    with pytest.raises(ndl.CaptureError) as caught:
+        ndl.compile(step)(ndl.Tensor(np.ones((4, 12), np.float32)))
+    assert caught.value.where == f"{__file__}:{line_of(step, 'float(')}"
+
+
+class Box:
+    pass
+
+
+def test_an_optimizer_the_step_cannot_reach_is_refused():
+    model, opt = model_and_optimizer()
+    box = Box()
+    box.inner = Box()
+    box.inner.inner = Box()
+    box.inner.inner.opt = opt  # deeper than ndl.compile looks
+
+    def step(x, y):
+        loss = nn.SoftmaxLoss()(model(x), y)
+        loss.backward()
+        box.inner.inner.opt.step()
+        return loss
+
+    with pytest.raises(ndl.CaptureError, match="an optimizer that the compiled function does not reach.*SGD"):
+        ndl.compile(step)(ndl.Tensor(np.ones((4, 12), np.float32)), ndl.Tensor(np.array([0, 1, 2, 3])))
+    assert all(type(p.realize_cached_data().raw) is np.ndarray for p in model.parameters())
+
+
+def test_outside_a_capture_a_traced_array_is_a_plain_array():
+    traced = np.arange(4.0).view(TracedArray)
+    assert type(traced + 1) is np.ndarray
+    assert float(traced.sum()) == 6.0
+    assert repr(traced) == repr(np.arange(4.0))
+
+
+def test_compile_needs_a_function():
+    with pytest.raises(TypeError, match="ndl.compile needs a function, got int 3"):
+        ndl.compile(3)

@@ -1,0 +1,181 @@
+"""Which plan a call replays, what it returns, and what it does not do again."""
+import numpy as np
+import pytest
+
+import needle as ndl
+import needle.nn as nn
+
+from steps import data, model_and_optimizer, state_arrays, step_function
+
+
+def batches(batch_size=32, count=4):
+    images, labels = data()
+    return [(ndl.Tensor(images[i * batch_size : (i + 1) * batch_size]), ndl.Tensor(labels[i * batch_size : (i + 1) * batch_size])) for i in range(count)]
+
+
+def test_a_new_signature_captures_again_and_the_old_plan_is_replayed_after():
+    model, opt = model_and_optimizer()
+    step = ndl.compile(step_function(model, opt))
+    full, short = batches(32, 2), batches(20, 1)
+    step(*full[0])
+    step(*full[1])
+    assert (step.captures, step.replays) == (1, 1)
+    step(*short[0])
+    assert (step.captures, step.replays) == (2, 1)
+    step(*full[0])
+    assert (step.captures, step.replays) == (2, 2)
+
+
+def test_train_and_eval_select_their_own_plans():
+    model, opt = model_and_optimizer()
+
+    @ndl.compile
+    def forward(x):
+        return model(x)
+
+    x = batches(8, 1)[0][0]
+    model.train()
+    forward(x)
+    model.eval()
+    first_eval = forward(x)
+    second_eval = forward(x)
+    assert forward.captures == 2 and forward.replays == 1
+    with ndl.no_grad():
+        expected = model(x).numpy()
+    assert np.array_equal(second_eval.numpy(), expected)  # eval mode: no dropout, running statistics
+    assert np.array_equal(first_eval.numpy(), second_eval.numpy())
+    model.train()
+    forward(x)
+    assert forward.captures == 2 and forward.replays == 2
+
+
+def test_results_are_graph_free_copies_that_later_calls_do_not_overwrite():
+    model, opt = model_and_optimizer()
+    step = ndl.compile(step_function(model, opt))
+    results = [step(x, y) for x, y in batches()]
+    values = [r.numpy().copy() for r in results]
+    assert all(r.op is None and not r.inputs and not r.requires_grad for r in results)
+    assert len({v.tobytes() for v in values}) == len(values)
+    assert [r.numpy().tobytes() for r in results] == [v.tobytes() for v in values]
+
+
+def test_python_side_effects_happen_only_while_capturing():
+    model, opt = model_and_optimizer()
+    inner = step_function(model, opt)
+    calls = []
+
+    def step(x, y):
+        calls.append(1)
+        return inner(x, y)
+
+    compiled = ndl.compile(step)
+    for x, y in batches():
+        compiled(x, y)
+    assert len(calls) == 1 and compiled.replays == 3
+
+
+def test_a_replaced_parameter_is_noticed_and_captured_again():
+    def run(compiled):
+        model, opt = model_and_optimizer()
+        step = step_function(model, opt)
+        step = ndl.compile(step) if compiled else step
+        np.random.seed(4)
+        losses = []
+        for index, (x, y) in enumerate(batches()):
+            if index == 2:
+                weight = model.modules[0].weight
+                weight.data = ndl.Tensor(weight.numpy() * 0.5)  # a new array, not an in-place update
+            losses.append(step(x, y).numpy().tobytes())
+        return losses, step
+
+    eager, _ = run(False)
+    compiled, step = run(True)
+    assert compiled == eager
+    assert step.captures == 2
+
+
+def test_a_loaded_optimizer_state_takes_effect():
+    def run(compiled):
+        model, opt = model_and_optimizer("adam")
+        step = step_function(model, opt)
+        step = ndl.compile(step) if compiled else step
+        np.random.seed(4)
+        saved = None
+        for index, (x, y) in enumerate(batches()):
+            if index == 1:
+                saved = opt.state_dict()
+            if index == 3:
+                opt.load_state_dict(saved)
+            step(x, y)
+        return state_arrays(model, opt)
+
+    eager, compiled = run(False), run(True)
+    assert all(eager[name].tobytes() == compiled[name].tobytes() for name in eager)
+
+
+def test_work_nobody_reads_is_not_replayed():
+    """The course backward computes the data batch's gradient; the replay drops that product."""
+    model = nn.Linear(6, 3)
+    opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+    step = ndl.compile(step_function(model, opt))
+    x, y = ndl.Tensor(np.ones((4, 6), np.float32)), ndl.Tensor(np.array([0, 1, 2, 0]))
+    step(x, y)
+    entry = next(iter(step._plans.values()))
+    matmuls = [run for run in entry.plan.runs if getattr(getattr(run, "func", None), "__name__", "") == "matmul"]
+    assert entry.plan.dropped > 0
+    assert len(matmuls) == 2  # forward and the weight's gradient; eager also makes x.grad = out_grad @ W.T
+
+
+def test_a_label_out_of_range_at_replay_raises_needles_error():
+    """The replay stops at the check needle's loss made at capture and runs the call eagerly."""
+    bad = ndl.Tensor(np.array([0, 1, 2, 3, 9, 0, 1, 2]))
+
+    def run(compiled):
+        model, opt = model_and_optimizer()
+        step = step_function(model, opt)
+        step = ndl.compile(step) if compiled else step
+        (x, y), _ = batches(8, 2)
+        step(x, y)
+        step(x, y)
+        with pytest.raises(IndexError, match="label 9"):
+            step(x, bad)
+        return state_arrays(model, opt)
+
+    eager, compiled = run(False), run(True)
+    assert all(eager[name].tobytes() == compiled[name].tobytes() for name in eager)
+
+
+def test_compile_works_as_a_decorator_and_on_methods():
+    class Runner:
+        def __init__(self):
+            self.model, self.opt = model_and_optimizer()
+            self.loss_fn = nn.SoftmaxLoss()
+
+        @ndl.compile
+        def step(self, x, y):
+            self.opt.reset_grad()
+            loss = self.loss_fn(self.model(x), y)
+            loss.backward()
+            self.opt.step()
+            return loss
+
+    runner = Runner()
+    for x, y in batches():
+        runner.step(x, y)
+    assert runner.step.captures == 1 and runner.step.replays == 3
+
+
+def test_no_grad_selects_its_own_plan():
+    model, opt = model_and_optimizer()
+    model.eval()
+
+    @ndl.compile
+    def forward(x):
+        return model(x)
+
+    x = batches(8, 1)[0][0]
+    forward(x)
+    with ndl.no_grad():
+        forward(x)
+        forward(x)
+    assert forward.captures == 2 and forward.replays == 1
