@@ -107,9 +107,11 @@ def compute_gradient_of_variables(output_tensor, out_grad):
     order = find_topo_sort([output_tensor])
     check_graph_unchanged(order)
     grads_by_node = {output_tensor: [out_grad]}
-    item_grads_by_tuple = {}  # a TensorTuple -> {item index: [gradients]}, made dense once (_pop_grads)
+    item_grads_by_tuple = {}  # a TensorTuple -> {item index: [gradients]}, made dense once
     for node in reversed(order):
-        grads = _pop_grads(node, grads_by_node, item_grads_by_tuple, as_tensors=True)
+        grads = grads_by_node.pop(node, None)
+        if item_grads_by_tuple and node in item_grads_by_tuple:
+            grads = _with_item_grads(node, grads, item_grads_by_tuple.pop(node), as_tensors=True)
         if grads is None:
             continue  # no gradient reaches it: an op defines none for it (labels)
         grad = sum_node_list(grads)
@@ -140,13 +142,10 @@ def compute_gradient_of_variables(output_tensor, out_grad):
     return order
 
 
-def _pop_grads(node, grads_by_node, item_grads_by_tuple, as_tensors):
-    """The gradients that reached ``node`` (None if none did): for a TensorTuple, its items'
-    gradients made into one dense tuple here, once, however many ops read its items."""
-    grads = grads_by_node.pop(node, None)
-    item_grads = item_grads_by_tuple.pop(node, None)
-    if item_grads is None:
-        return grads
+def _with_item_grads(node, grads, item_grads, as_tensors):
+    """``grads`` of the TensorTuple ``node`` with its items' gradients added as one dense tuple,
+    built here once however many ops read its items (``grads``: a list of Tensors, or an array
+    tuple or None on the array path)."""
     from .ops.ops_tuple import dense_tuple_gradient
 
     dense = dense_tuple_gradient(node, item_grads, as_tensors)
@@ -167,7 +166,9 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     grads_by_node = {output_tensor: out_grad}
     item_grads_by_tuple = {}
     for node in reversed(order):
-        grad = _pop_grads(node, grads_by_node, item_grads_by_tuple, as_tensors=False)
+        grad = grads_by_node.pop(node, None)
+        if item_grads_by_tuple and node in item_grads_by_tuple:
+            grad = _with_item_grads(node, grad, item_grads_by_tuple.pop(node), as_tensors=False)
         if grad is None:
             continue  # requires grad, but no gradient reaches it (integer labels of a loss)
         data = node.cached_data
