@@ -245,6 +245,7 @@ class HandleFunctions:
     # ---- matrix products and reductions ---------------------------------------------------------
     def matmul(self, a: Handle, b: Handle, out: Handle, m: int, n: int, p: int) -> None:
         """``out`` (m x p) = ``a`` (m x n) @ ``b`` (n x p), all compact row-major."""
+        _holds("matmul", a=(a, m * n), b=(b, n * p), out=(out, m * p))
         left = a.array[: m * n].reshape(m, n)
         right = b.array[: n * p].reshape(n, p)
         out.array[: m * p] = (left @ right).reshape(-1)
@@ -257,6 +258,7 @@ class HandleFunctions:
         for name, dim in (("m", m), ("n", n), ("p", p)):
             if dim % t:
                 raise ValueError(f"matmul_tiled needs dimensions divisible by the tile size {t}: {name}={dim}")
+        _holds("matmul_tiled", a=(a, m * n), b=(b, n * p), out=(out, m * p))
         left = a.array[: m * n].reshape(m // t, n // t, t, t)
         right = b.array[: n * p].reshape(n // t, p // t, t, t)
         product = self.xp.einsum("ikab,kjbc->ijac", left, right)
@@ -264,10 +266,12 @@ class HandleFunctions:
 
     def reduce_max(self, a: Handle, out: Handle, reduce_size: int) -> None:
         """``out[i]`` = max of the ``reduce_size`` consecutive elements of ``a`` starting at i * reduce_size."""
+        _holds("reduce_max", a=(a, out.size * reduce_size))
         out.array[:] = a.array[: out.size * reduce_size].reshape(out.size, reduce_size).max(axis=1)
 
     def reduce_sum(self, a: Handle, out: Handle, reduce_size: int) -> None:
         """``out[i]`` = sum of the ``reduce_size`` consecutive elements of ``a`` starting at i * reduce_size."""
+        _holds("reduce_sum", a=(a, out.size * reduce_size))
         out.array[:] = a.array[: out.size * reduce_size].reshape(out.size, reduce_size).sum(axis=1)
 
 
@@ -275,6 +279,13 @@ NAMES = frozenset(
     name for name in vars(HandleFunctions) if not name.startswith("_") or name == "__tile_size__"
 ) | {"Array", "__device_name__"}
 """The names a device answers from its handle functions (``device.ewise_add``, ``device.Array``...)."""
+
+
+def _holds(caller: str, **needs) -> None:
+    """Raise ValueError unless each handle holds at least the elements the call reads or writes."""
+    for name, (handle, needed) in needs.items():
+        if handle.size < needed:
+            raise ValueError(f"{caller}: {name} has {handle.size} elements, the call needs {needed}")
 
 
 def _same_size(caller: str, **handles: Handle) -> None:

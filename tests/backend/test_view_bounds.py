@@ -178,3 +178,17 @@ def test_a_process_writing_through_every_kind_of_view_exits_cleanly():
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout.strip() == "all views written"
     assert "corrupt" not in finished.stderr and "free()" not in finished.stderr
+
+
+def test_products_and_reductions_name_a_handle_too_small(device):
+    small, big, out = device.Array(5), device.Array(64), device.Array(64)
+    device.fill(out, -1.0)
+    with pytest.raises(ValueError, match="matmul: a has 5 elements, the call needs 6"):
+        device.matmul(small, big, out, 2, 3, 2)
+    with pytest.raises(ValueError, match="matmul_tiled: out has 5 elements, the call needs 64"):
+        device.matmul_tiled(big, big, small, 8, 8, 8)
+    with pytest.raises(ValueError, match="reduce_sum: a has 5 elements, the call needs 6"):
+        device.reduce_sum(small, device.Array(2), 3)
+    with pytest.raises(ValueError, match="reduce_max: a has 5 elements"):
+        device.reduce_max(small, device.Array(3), 2)
+    assert NDArray(out.array, device=device).numpy().tolist() == [-1.0] * 64
