@@ -51,35 +51,53 @@ def check_view(shape, strides, offset, handle_size: int, caller: str):
     """
     shape, strides = _int_tuple(shape, "shape", caller), _int_tuple(strides, "strides", caller)
     offset = _int_tuple((offset,), "offset", caller)[0]
-    described = f"{caller}(shape={shape}, strides={strides}, offset={offset})"
+
+    def described():  # NOTE: formatted only for an error: the check itself stays a few additions
+        return f"{caller}(shape={shape}, strides={strides}, offset={offset})"
+
     if len(shape) != len(strides):
-        raise ValueError(f"{described}: shape and strides need one entry per axis, got {len(shape)} and {len(strides)}")
-    if any(size < 0 for size in shape):
-        raise ValueError(f"{described}: a shape cannot have negative sizes")
+        raise ValueError(f"{described()}: shape and strides need one entry per axis, got {len(shape)} and {len(strides)}")
     if offset < 0:
         raise IndexError(
-            f"{described}: the offset is negative; it counts elements from the start of the handle "
+            f"{described()}: the offset is negative; it counts elements from the start of the handle "
             f"(0 to {handle_size - 1}), so it must be 0 or more"
         )
-    if 0 in shape:
-        return shape, strides, offset
     low = high = offset
     for size, stride in zip(shape, strides):
+        if size <= 0:
+            if size < 0:
+                raise ValueError(f"{described()}: a shape cannot have negative sizes")
+            return shape, strides, offset  # no elements: nothing is read
         if stride < 0:
             low += (size - 1) * stride
         else:
             high += (size - 1) * stride
     if low < 0 or high >= handle_size:
+        if any(size < 0 for size in shape):
+            raise ValueError(f"{described()}: a shape cannot have negative sizes")
+        if 0 in shape:
+            return shape, strides, offset
         raise IndexError(
-            f"{described} reaches elements {low} to {high} of a handle of {handle_size} elements "
+            f"{described()} reaches elements {low} to {high} of a handle of {handle_size} elements "
             f"(0 to {handle_size - 1}): the view must lie within its handle"
         )
     return shape, strides, offset
 
 
+def element_reach(shape, strides):
+    """The lowest and highest element a non-empty view reads, counted from its first element."""
+    low = high = 0
+    for size, stride in zip(shape, strides):
+        if stride < 0:
+            low += (size - 1) * stride
+        else:
+            high += (size - 1) * stride
+    return low, high
+
+
 def _int_tuple(values, name, caller):
     try:
-        return tuple(operator.index(v) for v in values)
+        return tuple(map(operator.index, values))
     except TypeError:
         raise TypeError(f"{caller}: {name} must hold integers, got {values!r}") from None
 

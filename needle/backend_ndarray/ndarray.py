@@ -9,7 +9,7 @@ import numpy
 
 from .course_api import CourseArrayInterface
 from .device import Device, as_device, device_of, resolve_dtype
-from .handles import check_view
+from .handles import check_view, element_reach
 
 
 class NDArray(CourseArrayInterface):
@@ -148,10 +148,11 @@ class NDArray(CourseArrayInterface):
         The view must lie within this array's buffer (its ``_handle``); IndexError otherwise.
         """
         raw = self.raw
-        try:  # the common case (a compact array viewed within itself) needs no look at the buffer
-            if not raw.flags.c_contiguous:
+        try:  # the common case, a view within this array's own span, needs no look at the buffer
+            if not raw.size:
                 raise IndexError
-            shape, strides, _ = check_view(shape, strides, 0, raw.size, "as_strided")
+            low, high = element_reach(raw.shape, self.strides)
+            shape, strides, _ = check_view(shape, strides, -low, high - low + 1, "as_strided")
         except IndexError:  # elsewhere in the buffer is fine too, as the course's as_strided allows
             shape, strides, _ = check_view(shape, strides, self._offset, self._handle.size, "as_strided")
         itemsize = raw.itemsize
