@@ -5,7 +5,9 @@
 - ``np``: the course's numpy backend's dtypes: a Tensor keeps the dtype numpy infers (float64
   from float64 arrays, Python floats and lists of floats; int64 from lists of ints).
 
-Only the default dtype differs: under both, a Tensor's data is needle's NDArray (``array_api`` is
+Only the default dtype differs, and with it what ``backward()`` of an integer tensor does
+(:func:`integer_gradients`: an error under ``nd``, integer-valued gradients under ``np``, as the
+course's numpy backend computes them). Under both, a Tensor's data is needle's NDArray (``array_api`` is
 :mod:`needle.backend_ndarray`), so every op, device, optimizer and the course's NDArray
 internals work the same. :func:`default_dtype` is the one place that decides it; the Tensor
 constructor asks it.
@@ -69,6 +71,16 @@ def default_dtype(data) -> Optional[numpy.dtype]:
     if dtype is None or dtype == _FLOAT64:
         return _FLOAT32
     return dtype
+
+
+def integer_gradients(dtype: numpy.dtype) -> bool:
+    """Whether ``backward()`` takes a tensor of integer ``dtype``: under ``np`` only, as the course's.
+
+    The course's Tensor([6]) is int64 under its numpy backend, and its backward() seeds integer
+    ones, so every gradient of an integer graph is an integer tensor. Under ``nd`` integers mean
+    labels and counts, and backward() on them is a mistake it reports.
+    """
+    return BACKEND == "np" and dtype.kind in "iu"
 
 
 @contextlib.contextmanager

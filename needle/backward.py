@@ -12,6 +12,9 @@ only on the leaves that require it.
   masks) get none, and nothing flows through them.
 - A node that no gradient reaches (an op gives ``None`` for it, e.g. the labels of a loss)
   keeps its ``.grad`` as it was.
+- The ops that read one item of a TensorTuple (``tuple_get_item``) hand back that item's
+  gradient only; the tuple's gradient is built once, dense, when its turn comes, so reading all
+  n items of a ``split`` costs O(n), not n dense tuples summed (O(n^2)).
 - Before any ``.grad`` is written, every node is checked against the data clock: a graph built
   from a value whose array has changed since (``x.data = ...``, an optimizer step) raises.
 """
@@ -104,8 +107,11 @@ def compute_gradient_of_variables(output_tensor, out_grad):
     order = find_topo_sort([output_tensor])
     check_graph_unchanged(order)
     grads_by_node = {output_tensor: [out_grad]}
+    item_grads_by_tuple = {}  # a TensorTuple -> {item index: [gradients]}, made dense once
     for node in reversed(order):
         grads = grads_by_node.pop(node, None)
+        if item_grads_by_tuple and node in item_grads_by_tuple:
+            grads = _with_item_grads(node, grads, item_grads_by_tuple.pop(node), as_tensors=True)
         if grads is None:
             continue  # no gradient reaches it: an op defines none for it (labels)
         grad = sum_node_list(grads)
@@ -126,10 +132,26 @@ def compute_gradient_of_variables(output_tensor, out_grad):
         node.grad = grad.detach()
         if node.op is None:
             continue
+        if hasattr(node.op, "item_gradient"):  # one item of a tuple: kept sparse until the tuple's turn
+            index, item_grad = node.op.item_gradient(grad, node)
+            item_grads_by_tuple.setdefault(node.inputs[0], {}).setdefault(index, []).append(item_grad)
+            continue
         for x, input_grad in zip(node.inputs, node.op.gradient_as_tuple(grad, node)):
             if input_grad is not None:
                 grads_by_node.setdefault(x, []).append(input_grad)
     return order
+
+
+def _with_item_grads(node, grads, item_grads, as_tensors):
+    """``grads`` of the TensorTuple ``node`` with its items' gradients added as one dense tuple,
+    built here once however many ops read its items (``grads``: a list of Tensors, or an array
+    tuple or None on the array path)."""
+    from .ops.ops_tuple import dense_tuple_gradient
+
+    dense = dense_tuple_gradient(node, item_grads, as_tensors)
+    if not as_tensors:
+        return dense if grads is None else _add_grads(grads, dense)
+    return [dense] if grads is None else grads + [dense]
 
 
 def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
@@ -142,8 +164,11 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     order = find_topo_sort([output_tensor], prune_constants=True)
     check_graph_unchanged(order)
     grads_by_node = {output_tensor: out_grad}
+    item_grads_by_tuple = {}
     for node in reversed(order):
         grad = grads_by_node.pop(node, None)
+        if item_grads_by_tuple and node in item_grads_by_tuple:
+            grad = _with_item_grads(node, grad, item_grads_by_tuple.pop(node), as_tensors=False)
         if grad is None:
             continue  # requires grad, but no gradient reaches it (integer labels of a loss)
         data = node.cached_data
@@ -156,6 +181,11 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
         op = node.op
         if op is None:
             node.grad = make_leaf_grad(grad)
+            continue
+        if hasattr(op, "item_gradient"):
+            if node.inputs[0].requires_grad:
+                index, item_grad = op.item_gradient(grad, node)
+                item_grads_by_tuple.setdefault(node.inputs[0], {}).setdefault(index, []).append(item_grad)
             continue
         for x, input_grad in zip(node.inputs, op.gradient_data(grad, node)):
             if input_grad is None or not x.requires_grad:

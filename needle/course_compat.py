@@ -42,6 +42,9 @@ Deliberate differences that remain (needle's defaults where the course leaves ro
   array), so every op and device works the same; it has numpy's ``flat``, ``shape``, ``dtype``,
   ``numpy()`` and arithmetic, and ``np.asarray`` reads it without a copy on the CPU.
 - needle's NDArray keeps the dtype of the array it is given (the course's NDArray is float32 only).
+- Every view made from a layout (``NDArray.make``, ``as_strided``, the device's ``compact`` and
+  ``*_setitem``) is checked to lie within its handle (IndexError), and ``process_slice`` clamps a
+  slice to its axis as numpy's indexing does; the course's would read or write past the buffer.
 
 The test ``tests/test_course_imports.py`` imports every course module path and checks its names.
 """

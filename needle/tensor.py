@@ -282,7 +282,9 @@ class Tensor(Value):
                 constants included (a data batch, a detached weight). False runs the fast
                 path: plain arrays, only leaves that require grad get ``.grad``, no graph is kept.
 
-        Each ``.grad`` has its tensor's dtype; integer and bool tensors (labels) get none. It
+        Each ``.grad`` has its tensor's dtype; integer and bool tensors (labels) get none, except
+        under ``NEEDLE_BACKEND=np``, where an integer tensor's backward() gives its integer inputs
+        integer-valued gradients (seeded with integer ones), as the course's numpy backend does. It
         raises RuntimeError when this tensor needs no gradient, and when a tensor of the graph
         had its data changed after the graph was built (then no ``.grad`` is touched).
 
@@ -300,10 +302,11 @@ class Tensor(Value):
                 "parameter. Create the inputs with requires_grad=True and compute it outside no_grad()."
             )
         data = self.realize_cached_data()
-        if data.dtype.kind != "f":
+        if data.dtype.kind != "f" and not backend_selection.integer_gradients(data.dtype):
             raise RuntimeError(
                 f"backward() needs a floating-point tensor, this one has dtype {data.dtype}: "
-                "gradients are defined for float tensors only (compute the loss in float32)"
+                "gradients are defined for float tensors only (compute the loss in float32; "
+                "under NEEDLE_BACKEND=np, integer tensors get integer-valued gradients as in the course)"
             )
         if out_grad is None:
             # NOTE: all ones whatever the shape, as the course's backward seeds (PyTorch raises).

@@ -122,3 +122,44 @@ def test_kaiming_uniform_statistics():
     values = t.numpy()
     assert values.min() >= -bound and values.max() < bound
     assert abs(values.std() - bound / math.sqrt(3)) < 0.01
+
+
+@pytest.mark.parametrize(
+    "labels, named",
+    [([1.5, 2.0], "1.5"), ([0.0, float("nan")], "nan"), (np.array([2.9, 1.0, 0.1]), "2.9, 0.1"), ([float("inf")], "inf")],
+)
+def test_one_hot_refuses_labels_that_are_not_whole_numbers(labels, named, device):
+    for given in (labels, ndl.Tensor(np.asarray(labels, dtype=np.float64), device=device, dtype="float64")):
+        with pytest.raises(ValueError, match=f"labels must be whole numbers, got {named} "):
+            init.one_hot(3, given, device=device)
+    with pytest.raises(ValueError, match="whole numbers"):
+        device.one_hot(3, np.asarray(labels))
+
+
+def test_one_hot_takes_whole_number_floats_as_the_course_loaders_give_them(device):
+    for labels in ([2.0, 0.0], np.array([2, 0], dtype=np.uint8), ndl.Tensor([2.0, 0.0], device=device)):
+        assert init.one_hot(3, labels, device=device).numpy().tolist() == [[0, 0, 1], [1, 0, 0]]
+    with pytest.raises(TypeError, match="labels must be integers .* got dtype bool"):
+        init.one_hot(2, np.array([True, False]), device=device)
+
+
+def test_device_constructors_return_ndarrays_on_the_device_as_the_course_does(device):
+    np.random.seed(3)
+    expected_uniform = np.random.rand(2, 3).astype(np.float32)
+    expected_normal = np.random.randn(4).astype(np.float32)
+    np.random.seed(3)
+    made = {
+        "rand": (device.rand(2, 3), expected_uniform),
+        "randn": (device.randn(4), expected_normal),
+        "one_hot": (device.one_hot(3, np.array([1, 2])), np.eye(3, dtype=np.float32)[[1, 2]]),
+        "empty": (device.empty((2, 2)), None),
+        "full": (device.full((2,), 4.5), np.full(2, 4.5, np.float32)),
+        "zeros": (device.zeros(3), np.zeros(3, np.float32)),
+        "ones": (device.ones((1, 2), dtype="float64"), np.ones((1, 2))),
+    }
+    for name, (array, expected) in made.items():
+        assert isinstance(array, ndl.NDArray) and array.device is device, name
+        if expected is not None:
+            assert array.dtype == expected.dtype, name
+            np.testing.assert_array_equal(array.numpy(), expected, err_msg=name)
+    assert made["empty"][0].shape == (2, 2) and made["empty"][0].dtype == np.float32

@@ -26,11 +26,12 @@ Example:
     [[0.0, 1.0, 2.0], [3.0, 14.0, 5.0]]
 """
 import numbers
+import operator
 
 import numpy
 
 from .device import Device, cpu, default_device, device_of, resolve_dtype
-from .handles import Handle, data_pointer, strided_view
+from .handles import Handle, check_view, data_pointer, strided_view
 
 
 class CourseArrayInterface:
@@ -95,20 +96,20 @@ class CourseArrayInterface:
             device = default_device() if handle is None else device_of(handle.array)
         elif handle is not None and not isinstance(handle.array, device.xp.ndarray):
             raise ValueError(f"make(device={device!r}) was given a handle on {device_of(handle.array)!r}")
-        shape = tuple(int(size) for size in shape)
+        shape = _int_shape(shape)
         size = _count(shape)
         if handle is None:
             handle = device.Array(size, dtype or "float32")
         elif dtype is not None and resolve_dtype(dtype) != handle.array.dtype:
             raise TypeError(f"make(dtype={dtype!r}) differs from the handle's dtype {handle.array.dtype}")
-        if strides is None or tuple(strides) == cls.compact_strides(shape):
-            if offset + size > handle.size:
-                raise ValueError(
-                    f"make(shape={shape}, offset={offset}) needs {offset + size} elements; the handle has {handle.size}"
-                )
+        if strides is None:
+            strides = cls.compact_strides(shape)
+        # NOTE: one O(ndim) check here; the arrays made from this view are then safe to use as they are.
+        shape, strides, offset = check_view(shape, strides, offset, handle.size, "NDArray.make")
+        if strides == cls.compact_strides(shape):
             raw = handle.array[offset : offset + size].reshape(shape)
         else:
-            raw = strided_view(device.xp, handle, shape, strides, offset)
+            raw = strided_view(device.xp, handle, shape, strides, offset, "NDArray.make")
         return cls.wrap(raw, device)
 
     # ---- element access the course's way -----------------------------------------------------
@@ -121,19 +122,33 @@ class CourseArrayInterface:
         """``sl`` with explicit start, stop and step for axis ``dim``, as the course's NDArray fills them in.
 
         Missing start is 0, missing stop the axis length, a negative start or stop counts from the
-        end, missing step is 1. Like the course's, it takes only non-empty slices with positive steps.
+        end, missing step is 1: for slices within the axis, the course's result. A start or stop
+        beyond the axis is clamped to it, as numpy's indexing does (``slice(0, 100)`` on an axis of
+        5 is ``slice(0, 5, 1)``, the five elements ``x[0:100]`` gives), so the result always lies
+        within the axis. Like the course's, it takes only non-empty slices with positive steps
+        (ValueError otherwise); an axis ``dim`` outside ``-ndim .. ndim - 1`` raises IndexError.
 
         Example:
             >>> from needle.backend_ndarray import NDArray
-            >>> NDArray([[1.0, 2.0, 3.0]]).process_slice(slice(None, -1), 1)
-            slice(0, 2, 1)
+            >>> row = NDArray([[1.0, 2.0, 3.0]])
+            >>> row.process_slice(slice(None, -1), 1), row.process_slice(slice(1, 100), 1)
+            (slice(0, 2, 1), slice(1, 3, 1))
         """
+        if not isinstance(sl, slice):
+            raise TypeError(f"process_slice takes a slice, got {type(sl).__name__} {sl!r}")
+        ndim = len(self.shape)
+        if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+            raise TypeError(f"process_slice: axis must be an int, got {type(dim).__name__} {dim!r}")
+        if not -ndim <= dim < ndim:
+            raise IndexError(f"process_slice: axis {dim} is out of bounds for an array of dimension {ndim} (ndim={ndim})")
         length = self.shape[dim]
-        start, stop, step = sl.start, sl.stop, sl.step
-        start = 0 if start is None else (length + start if start < 0 else start)
-        stop = length if stop is None else (length + stop if stop < 0 else stop)
-        step = 1 if step is None else step
-        if step <= 0 or stop <= start:
+        if sl.step is not None and sl.step <= 0:
+            raise ValueError(
+                f"process_slice takes slices with positive steps, as the course's NDArray does; got {sl} "
+                "(index the array directly for other slices)"
+            )
+        start, stop, step = sl.indices(length)  # numpy's clamping
+        if stop <= start:
             raise ValueError(
                 f"process_slice takes non-empty slices with positive steps, as the course's NDArray does; "
                 f"got {sl} on an axis of length {length} (index the array directly for other slices)"
@@ -228,6 +243,13 @@ def _span(raw, xp):
     forward = raw[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in raw.strides)]
     extent = sum((n - 1) * s for n, s in zip(forward.shape, forward.strides)) + raw.itemsize if raw.size else 0
     return xp.lib.stride_tricks.as_strided(forward, (extent // raw.itemsize,), (raw.itemsize,))
+
+
+def _int_shape(shape) -> tuple:
+    try:
+        return tuple(operator.index(size) for size in shape)
+    except TypeError:
+        raise TypeError(f"NDArray.make: shape must be a tuple of integers, got {shape!r}") from None
 
 
 def _count(shape) -> int:

@@ -112,41 +112,93 @@ class Device:
             dtype = numpy.float32
         return xp.asarray(obj, dtype=dtype)
 
-    def empty(self, shape, dtype="float32"):
-        return self.xp.empty(shape, dtype=resolve_dtype(dtype))
+    # NOTE: the course's constructors below return NDArrays on this device, as the course's
+    # BackendDevice does; ``array`` and ``from_host`` are needle's own and give raw arrays.
+    def empty(self, shape, dtype="float32") -> "NDArray":
+        """An uninitialised NDArray of ``shape``."""
+        return _ndarray(self.xp.empty(_shape_of((shape,)), dtype=resolve_dtype(dtype)), self)
 
-    def full(self, shape, fill_value, dtype="float32"):
-        return self.xp.full(shape, fill_value, dtype=resolve_dtype(dtype))
+    def full(self, shape, fill_value, dtype="float32") -> "NDArray":
+        """An NDArray of ``shape`` filled with ``fill_value``.
 
-    def zeros(self, *shape, dtype="float32"):
-        return self.xp.zeros(_shape_of(shape), dtype=resolve_dtype(dtype))
+        Example:
+            >>> import needle as ndl
+            >>> ndl.cpu().full((2,), 7.0)
+            NDArray(array([7., 7.], dtype=float32), device=cpu())
+        """
+        return _ndarray(self.xp.full(_shape_of((shape,)), fill_value, dtype=resolve_dtype(dtype)), self)
 
-    def ones(self, *shape, dtype="float32"):
-        return self.xp.ones(_shape_of(shape), dtype=resolve_dtype(dtype))
+    def zeros(self, *shape, dtype="float32") -> "NDArray":
+        return _ndarray(self.xp.zeros(_shape_of(shape), dtype=resolve_dtype(dtype)), self)
+
+    def ones(self, *shape, dtype="float32") -> "NDArray":
+        return _ndarray(self.xp.ones(_shape_of(shape), dtype=resolve_dtype(dtype)), self)
 
     def from_host(self, host_array, dtype="float32"):
-        """Move a numpy array drawn on the host to this device, cast to ``dtype``."""
+        """Move a numpy array drawn on the host to this device, cast to ``dtype`` (a raw array)."""
         host_array = numpy.asanyarray(host_array)  # NOTE: keeps an ndl.compile trace (a numpy subclass)
         dtype = resolve_dtype(dtype)
         if host_array.dtype != dtype:
             host_array = host_array.astype(dtype)
         return host_array if self.name == "cpu" else self.xp.asarray(host_array)
 
-    def rand(self, *shape, dtype="float32"):
-        """Uniform [0, 1) numbers, drawn with ``numpy.random.rand`` so seeds reproduce on every device."""
-        return self.from_host(numpy.random.rand(*_shape_of(shape)), dtype)
+    def rand(self, *shape, dtype="float32") -> "NDArray":
+        """Uniform [0, 1) numbers, drawn with ``numpy.random.rand`` so seeds reproduce on every device.
 
-    def randn(self, *shape, dtype="float32"):
+        Example:
+            >>> import numpy, needle as ndl
+            >>> numpy.random.seed(0)
+            >>> [round(v, 4) for v in ndl.cpu().rand(2).numpy().tolist()]
+            [0.5488, 0.7152]
+        """
+        return _ndarray(self.from_host(numpy.random.rand(*_shape_of(shape)), dtype), self)
+
+    def randn(self, *shape, dtype="float32") -> "NDArray":
         """Standard normal numbers, drawn with ``numpy.random.randn`` on the host."""
-        return self.from_host(numpy.random.randn(*_shape_of(shape)), dtype)
+        return _ndarray(self.from_host(numpy.random.randn(*_shape_of(shape)), dtype), self)
 
-    def one_hot(self, n, i, dtype="float32"):
-        """Rows of the ``n``-by-``n`` identity picked by the integer array ``i``."""
+    def one_hot(self, n, i, dtype="float32") -> "NDArray":
+        """Rows of the ``n``-by-``n`` identity picked by the integer labels ``i``.
+
+        Float labels must be whole numbers (the course's loaders give float labels such as 3.0);
+        a fractional, NaN or infinite label raises ValueError naming it, bool labels TypeError.
+
+        Example:
+            >>> import needle as ndl
+            >>> ndl.cpu().one_hot(3, [2.0, 0.0]).numpy().tolist()
+            [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+        """
         xp = self.xp
-        indices = xp.asarray(i).astype(numpy.int64, copy=False)
+        labels = xp.asarray(getattr(i, "raw", i))
+        indices = whole_number_labels(labels, xp, "one_hot")
         out = xp.zeros(indices.shape + (n,), dtype=resolve_dtype(dtype))
         xp.put_along_axis(out, indices[..., None], 1, axis=-1)
-        return out
+        return _ndarray(out, self)
+
+
+def whole_number_labels(labels, xp, caller: str):
+    """``labels`` as int64, checking that float labels are whole numbers (one pass, no copy for ints)."""
+    kind = labels.dtype.kind
+    if kind in "iu":
+        return labels.astype(numpy.int64, copy=False)
+    if kind != "f":
+        raise TypeError(f"{caller}: labels must be integers (or whole-number floats), got dtype {labels.dtype}")
+    whole = xp.isfinite(labels) & (labels == xp.floor(labels))
+    if not bool(whole.all()):
+        bad = labels[~whole]
+        shown = ", ".join(repr(float(v)) for v in bad[:5].tolist())
+        more = f" and {bad.size - 5} more" if bad.size > 5 else ""
+        raise ValueError(
+            f"{caller}: labels must be whole numbers, got {shown}{more} (of {labels.size} labels): "
+            "a fractional or NaN label names no class; round the labels or fix the data that gave them"
+        )
+    return labels.astype(numpy.int64)
+
+
+def _ndarray(raw, device: Device) -> "NDArray":
+    from .ndarray import NDArray  # NOTE: ndarray.py imports this module, so NDArray is looked up here
+
+    return NDArray.wrap(raw, device)
 
 
 def device_of(obj) -> Device:

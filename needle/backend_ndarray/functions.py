@@ -36,12 +36,12 @@ def _may_share_memory(made: NDArray, source) -> bool:
 
 def empty(shape, dtype="float32", device=None):
     device = as_device(device)
-    return NDArray.wrap(device.empty(shape, dtype), device)
+    return device.empty(shape, dtype)
 
 
 def full(shape, fill_value, dtype="float32", device=None):
     device = as_device(device)
-    return NDArray.wrap(device.full(shape, fill_value, dtype), device)
+    return device.full(shape, fill_value, dtype)
 
 
 def zeros(shape, dtype="float32", device=None):

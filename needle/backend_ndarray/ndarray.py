@@ -9,6 +9,7 @@ import numpy
 
 from .course_api import CourseArrayInterface
 from .device import Device, as_device, device_of, resolve_dtype
+from .handles import check_view, element_reach
 
 
 class NDArray(CourseArrayInterface):
@@ -145,14 +146,21 @@ class NDArray(CourseArrayInterface):
         return NDArray.wrap(self.device.xp.array(self.raw, order="C"), self.device)
 
     def as_strided(self, shape, strides):
-        """A view with the given shape and strides (in elements)."""
-        xp = self.device.xp
-        itemsize = self.raw.itemsize
+        """A view with the given shape and strides (in elements), starting at this array's first element.
+
+        The view must lie within this array's buffer (its ``_handle``); IndexError otherwise.
+        """
+        raw = self.raw
+        try:  # the common case, a view within this array's own span, needs no look at the buffer
+            if not raw.size:
+                raise IndexError
+            low, high = element_reach(raw.shape, self.strides)
+            shape, strides, _ = check_view(shape, strides, -low, high - low + 1, "as_strided")
+        except IndexError:  # elsewhere in the buffer is fine too, as the course's as_strided allows
+            shape, strides, _ = check_view(shape, strides, self._offset, self._handle.size, "as_strided")
+        itemsize = raw.itemsize
         byte_strides = tuple(s * itemsize for s in strides)
-        if xp is numpy:
-            view = numpy.lib.stride_tricks.as_strided(self.raw, shape=shape, strides=byte_strides)
-        else:
-            view = xp.lib.stride_tricks.as_strided(self.raw, shape=shape, strides=byte_strides)
+        view = self.device.xp.lib.stride_tricks.as_strided(raw, shape=shape, strides=byte_strides)
         return NDArray.wrap(view, self.device)
 
     def reshape(self, new_shape):

@@ -15,10 +15,12 @@ def _shape(shape):
     return tuple(shape)
 
 
-def _tensor(host_or_raw, device, dtype, requires_grad):
+def _tensor(host_or_array, device, dtype, requires_grad):
+    """A constant Tensor of a host numpy array (moved to ``device``) or of a device's NDArray."""
     device = as_device(device)
-    raw = device.from_host(host_or_raw, dtype) if isinstance(host_or_raw, numpy.ndarray) else host_or_raw
-    return Tensor.make_const(NDArray.wrap(raw, device), requires_grad=requires_grad)
+    if isinstance(host_or_array, numpy.ndarray):
+        host_or_array = NDArray.wrap(device.from_host(host_or_array, dtype), device)
+    return Tensor.make_const(host_or_array, requires_grad=requires_grad)
 
 
 def rand(*shape, low=0.0, high=1.0, device=None, dtype="float32", requires_grad=False):
@@ -65,6 +67,9 @@ def randb(*shape, p=0.5, device=None, dtype="bool", requires_grad=False):
 def one_hot(n, i, device=None, dtype="float32", requires_grad=False):
     """Rows of the n-by-n identity picked by the integer labels ``i`` (a Tensor or an array).
 
+    Float labels must be whole numbers (3.0 picks row 3); a fractional or NaN label raises
+    ValueError naming it, where the course's ``numpy.eye(n)[i]`` would truncate or fail.
+
     Example:
         >>> import needle as ndl
         >>> ndl.init.one_hot(3, ndl.Tensor([2, 0], dtype="int64")).numpy().tolist()
@@ -75,9 +80,8 @@ def one_hot(n, i, device=None, dtype="float32", requires_grad=False):
         labels = i.realize_cached_data().raw
     else:
         device = as_device(device)
-        labels = i.raw if isinstance(i, NDArray) else device.array(i, dtype="int64")
-    labels = device.xp.asarray(labels)
-    return _tensor(device.one_hot(n, labels, dtype=resolve_dtype(dtype)), device, dtype, requires_grad)
+        labels = i.raw if isinstance(i, NDArray) else i if hasattr(i, "dtype") else numpy.asarray(i)
+    return _tensor(device.one_hot(n, device.xp.asarray(labels), dtype=resolve_dtype(dtype)), device, dtype, requires_grad)
 
 
 def zeros_like(array, *, device=None, requires_grad=False):

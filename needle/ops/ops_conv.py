@@ -111,7 +111,7 @@ class Conv(TensorOp):
             pieces = pieces.reshape((batch, rows, cols, kernel_h, kernel_w, in_channels))
             height, width = images.shape[1] + 2 * padding, images.shape[2] + 2 * padding
             device = images.device
-            padded = NDArray(device.zeros(batch, height, width, in_channels, dtype=images.dtype), device=device)
+            padded = device.zeros(batch, height, width, in_channels, dtype=images.dtype)
             for i in range(kernel_h):
                 for j in range(kernel_w):
                     every = slice(None)

@@ -5,7 +5,7 @@ An LSTM step built from element-wise ops costs about twenty nodes, four of them 
 gates apart (and every slice's gradient is a full-size array). As one node it is the numpy
 step: the matrix products, the four activations, and a backward pass written out. A layer as
 one node also projects the whole input sequence in one product and never slices a sequence
-into steps in the graph (the adjoint of ``split`` sums one full-size tuple per step).
+into steps in the graph (``split`` then one ``tuple_get_item`` per step is a node per step).
 """
 from __future__ import annotations
 

@@ -47,9 +47,40 @@ class TupleGetItem(TensorOp):
     def gradient(self, out_grad, node):
         from ..init import zeros_like
 
-        source = node.inputs[0]
-        grads = [out_grad if i == self.index else zeros_like(value) for i, value in enumerate(source)]
-        return make_tuple(*grads)
+        arrays = node.inputs[0].realize_cached_data()
+        index = self.index % len(arrays)  # NOTE: item -1 is the last one, for its gradient too
+        return make_tuple(*[out_grad if i == index else zeros_like(array) for i, array in enumerate(arrays)])
+
+    def item_gradient(self, out_grad, node):
+        """``(index, out_grad)``: this op's gradient for its tuple, one item only.
+
+        ``backward`` gathers these per item and builds the tuple's gradient once
+        (:func:`dense_tuple_gradient`), so a tuple of n items read by n ops costs O(n), where
+        summing n dense tuples from ``gradient`` would cost O(n^2).
+        """
+        return self.index % len(node.inputs[0].realize_cached_data()), out_grad
+
+
+def dense_tuple_gradient(source, item_grads, as_tensors: bool):
+    """The gradient of the TensorTuple ``source`` from the gradients of some of its items.
+
+    ``item_grads`` maps an item's index to the list of gradients it received (Tensors when
+    ``as_tensors``, else arrays); they are summed, and an item no gradient reached gets zeros.
+    Returns a TensorTuple (``as_tensors``) or a tuple of arrays.
+    """
+    from ..init import zeros_like
+
+    items = []
+    for index, array in enumerate(source.realize_cached_data()):
+        grads = item_grads.get(index)
+        if grads is None:
+            items.append(zeros_like(array) if as_tensors else array_api.full(array.shape, 0, array.dtype, array.device))
+            continue
+        total = grads[0]
+        for grad in grads[1:]:
+            total = total + grad
+        items.append(total)
+    return make_tuple(*items) if as_tensors else tuple(items)
 
 
 def _check_index(index, length):

@@ -3,7 +3,7 @@ import os
 import tempfile
 
 from ..autograd import Value
-from .graph_walk import GraphView, is_parameter, node_dtype, node_kind, node_shape, view_graph
+from .graph_walk import GraphView, is_parameter, node_dtype, node_kind, node_shape, require_graph_value, view_graph
 from .text import format_graph
 
 INSTALL_HINT = (
@@ -48,6 +48,7 @@ def to_dot(tensor: Value, max_nodes: int = 200, collapse: bool = True, name: str
         >>> print(ndl.viz.to_dot(x * x).splitlines()[0])
         digraph needle {
     """
+    require_graph_value(tensor, "to_dot")
     view = view_graph(tensor, collapse=collapse)
     lines = [
         f"digraph {name} {{",
@@ -126,6 +127,7 @@ def render(tensor: Value, path, max_nodes: int = 200, collapse: bool = True) -> 
     Returns:
         the path written.
     """
+    require_graph_value(tensor, "render")
     path = os.fspath(path)
     output_format = os.path.splitext(path)[1].lstrip(".").lower()
     if output_format not in ("svg", "png", "pdf"):
@@ -166,4 +168,5 @@ def graph(tensor: Value, max_nodes: int = 200, collapse: bool = True) -> GraphDr
 
     Without graphviz it shows the text of :func:`print_graph`; ``.dot`` holds the DOT text.
     """
+    require_graph_value(tensor, "graph")
     return GraphDrawing(tensor, max_nodes=max_nodes, collapse=collapse)

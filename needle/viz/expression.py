@@ -2,7 +2,7 @@
 from typing import Optional
 
 from ..autograd import Value
-from .graph_walk import node_kind
+from .graph_walk import node_kind, require_graph_value
 
 
 def expression(
@@ -37,6 +37,7 @@ def expression(
         >>> ndl.viz.expression(total, depth=2)
         'EWiseAdd(EWiseAdd(leaf, …), Summation(…))'
     """
+    require_graph_value(node, "expression")
     text = _spell(node, within, outside, depth)
     return text if len(text) <= max_length else text[: max_length - 1] + "…"
 

@@ -13,6 +13,21 @@ CHAIN_MIN_LENGTH = 5
 """A run of this many like nodes or more, each feeding the next, is drawn collapsed."""
 
 
+def require_graph_value(value, caller: str) -> None:
+    """Raise TypeError unless ``value`` is a needle Tensor (or TensorTuple): the check every
+    ``ndl.viz`` entry point makes on its argument before reading any graph."""
+    if isinstance(value, Value):
+        return
+    what = type(value).__name__
+    if hasattr(value, "shape"):
+        what += f" of shape {tuple(value.shape)}"
+    raise TypeError(
+        f"ndl.viz.{caller} needs a needle Tensor, the output of needle ops whose graph it shows; got {what}. "
+        "Pass the tensor your computation returned (say loss = model(x) ... then ndl.viz."
+        f"{caller}(loss)); an array becomes a Tensor with ndl.Tensor(x), a leaf with no graph above it."
+    )
+
+
 def node_kind(node: Value) -> str:
     """The op's class name, or ``Parameter``, ``leaf`` (needs a gradient) / ``const`` (needs none)."""
     if node.op is not None:
@@ -186,6 +201,7 @@ def graph_stats(tensor: Value) -> GraphStats:
         >>> stats.nodes, stats.by_kind["EWiseMul"], stats.depth, stats.bytes
         (4, 1, 3, 28)
     """
+    require_graph_value(tensor, "graph_stats")
     order = find_topo_sort([tensor])
     depth: Dict[int, int] = {}
     for node in order:

@@ -5,7 +5,15 @@ from typing import Dict, List, Optional
 import numpy
 
 from ..autograd import Value
-from .graph_walk import GraphView, node_device, node_dtype, node_kind, node_shape, view_graph
+from .graph_walk import (
+    GraphView,
+    node_device,
+    node_dtype,
+    node_kind,
+    node_shape,
+    require_graph_value,
+    view_graph,
+)
 
 VALUES_SHOWN = 4
 """How many leading elements a node line shows."""
@@ -49,6 +57,8 @@ def node_line(node: Value, names: Optional[Dict[int, str]] = None, values: bool 
         >>> ndl.viz.node_line(v2, names={id(v1): "v1", id(v2): "v2"})
         'v2 = Exp(v1)  shape=(1,)  float32  cpu  requires_grad=True  [1.]'
     """
+    require_graph_value(node, "node_line")
+
     def name(value):
         return names[id(value)] if names is not None else f"id{id(value)}"
 
@@ -63,6 +73,7 @@ def format_graph(
     collapse: bool = True,
 ) -> str:
     """The text that :func:`print_graph` prints."""
+    require_graph_value(tensor, "format_graph")
     view = view_graph(tensor, collapse=collapse)
     return "\n".join(_graph_lines(view, max_nodes, values, python_ids))
 
@@ -135,4 +146,5 @@ def print_graph(
           v2 = Exp(v1)  shape=(1,)  float32  cpu  requires_grad=True  [1.]  (used by 2 nodes)
           v1 = leaf  shape=(1,)  float32  cpu  requires_grad=True  [0.]
     """
+    require_graph_value(tensor, "print_graph")
     print(format_graph(tensor, max_nodes, values, python_ids, collapse), file=file or sys.stdout)

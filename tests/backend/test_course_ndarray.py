@@ -109,10 +109,33 @@ def test_process_slice_fills_in_the_course_defaults(given, expected):
     assert a.process_slice(slice(None), 0) == slice(0, 2, 1)
 
 
-@pytest.mark.parametrize("bad", [slice(None, None, -1), slice(3, 3), slice(4, 1)])
+@pytest.mark.parametrize("bad", [slice(None, None, -1), slice(3, 3), slice(4, 1), slice(5, 100), slice(-100, -5)])
 def test_process_slice_refuses_what_the_course_refuses(bad):
     with pytest.raises(ValueError, match="positive steps"):
         NDArray(np.zeros(5, dtype=np.float32)).process_slice(bad, 0)
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [(slice(0, 100), slice(0, 5, 1)), (slice(-100, 3), slice(0, 3, 1)), (slice(2, 9, 2), slice(2, 5, 2))],
+)
+def test_process_slice_clamps_to_the_axis_as_numpy_indexing_does(given, expected):
+    host = np.arange(5, dtype=np.float32)
+    clamped = NDArray(host).process_slice(given, 0)
+    assert clamped == expected
+    np.testing.assert_array_equal(host[clamped], host[given])  # the same elements numpy picks
+
+
+@pytest.mark.parametrize("axis", [2, -3, 7])
+def test_process_slice_names_an_axis_out_of_range(axis):
+    a = NDArray(np.zeros((2, 5), dtype=np.float32))
+    with pytest.raises(IndexError, match=f"axis {axis} is out of bounds for an array of dimension 2"):
+        a.process_slice(slice(None), axis)
+    assert a.process_slice(slice(None), -1) == slice(0, 5, 1)
+    with pytest.raises(TypeError, match="axis must be an int"):
+        a.process_slice(slice(None), 1.0)
+    with pytest.raises(TypeError, match="takes a slice"):
+        a.process_slice(3, 0)
 
 
 # ---- _handle, _offset, _strides and make ------------------------------------------------------
@@ -171,7 +194,7 @@ def test_make_allocates_or_views_a_handle(device):
     tail[0, 0] = -1.0  # writes through into base
     assert base.numpy()[4] == -1.0
     assert NDArray.make((2,), dtype="float64", device=device).dtype == np.float64
-    with pytest.raises(ValueError, match="needs 9 elements; the handle has 8"):
+    with pytest.raises(IndexError, match="reaches elements 4 to 8 of a handle of 8 elements"):
         NDArray.make((5,), device=device, handle=base._handle, offset=4)
     assert NDArray.compact_strides((2, 3, 4)) == (12, 4, 1)
 
