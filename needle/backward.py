@@ -139,17 +139,18 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     by ``make_leaf_grad``), inner nodes keep none, so nothing of the backward pass outlives it.
     Returns the nodes traversed.
     """
-    order = find_topo_sort([output_tensor], prune_constants=True)
-    check_graph_unchanged(order)
+    order = _checked_nodes_requiring_grad(output_tensor)
     grads_by_node = {output_tensor: out_grad}
+    pop, get = grads_by_node.pop, grads_by_node.get
     for node in reversed(order):
-        grad = grads_by_node.pop(node, None)
+        grad = pop(node, None)
         if grad is None:
             continue  # requires grad, but no gradient reaches it (integer labels of a loss)
         data = node.cached_data
         if data.__class__ is NDArray:
             dtype = data.raw.dtype
-            if grad.raw.dtype is not dtype and grad.raw.dtype != dtype:
+            grad_dtype = grad.raw.dtype
+            if grad_dtype is not dtype and grad_dtype != dtype:
                 if dtype.kind != "f":
                     continue  # an integer or bool value: no gradient is defined
                 grad = grad.astype(dtype)
@@ -160,8 +161,43 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
         for x, input_grad in zip(node.inputs, op.gradient_data(grad, node)):
             if input_grad is None or not x.requires_grad:
                 continue
-            previous = grads_by_node.get(x)
+            previous = get(x)
             grads_by_node[x] = input_grad if previous is None else _add_grads(previous, input_grad)
+    return order
+
+
+def _checked_nodes_requiring_grad(root):
+    """``find_topo_sort([root], prune_constants=True)`` and ``check_graph_unchanged`` in one pass.
+
+    The fast path's traversal: a leaf is placed at once (it has no inputs to wait for), and a
+    graph node's data clock is checked as it is entered, so the stale-graph error comes before
+    any ``.grad`` is written.
+    """
+    order, visited = [], set()
+    append, add = order.append, visited.add
+    stack = [(root, False)]
+    push, pop = stack.append, stack.pop
+    while stack:
+        node, expanded = pop()
+        if expanded:
+            append(node)
+            continue
+        if node in visited:
+            continue
+        add(node)
+        if node.op is None:
+            append(node)
+            continue
+        computed_at = node._computed_at
+        stale = node._data_set_at != computed_at
+        push((node, True))
+        for x in reversed(node.inputs):
+            if x._data_set_at > computed_at:
+                stale = True
+            if x.requires_grad and x not in visited:
+                push((x, False))
+        if stale:
+            check_graph_unchanged((node,))  # raises, naming the value that changed
     return order
 
 

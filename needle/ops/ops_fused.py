@@ -51,18 +51,26 @@ class LinearOp(TensorOp):
         return grad_x, grad_weight, grad_bias
 
     def gradient_data(self, out_grad, node):
+        # NOTE: on the device's raw arrays, as compute is: this runs for every layer of every
+        # training step, and the NDArray methods would add a wrapper per view and product.
         inputs = node.inputs
         x, weight = inputs[0], inputs[1]
-        w = weight.cached_data
-        grad_x = out_grad @ w.permute((1, 0)) if x.requires_grad else None
-        g_flat = out_grad.reshape((-1, w.shape[1]))
+        device = out_grad.device
+        w = weight.cached_data.raw
+        g = out_grad.raw
+        g_flat = g if g.ndim == 2 else g.reshape(-1, w.shape[1])
+        grad_x = NDArray.wrap(g @ w.T, device) if x.requires_grad else None
         grad_weight = None
         if weight.requires_grad:
-            grad_weight = x.cached_data.reshape((-1, w.shape[0])).permute((1, 0)) @ g_flat
+            x_raw = x.cached_data.raw
+            x_flat = x_raw if x_raw.ndim == 2 else x_raw.reshape(-1, w.shape[0])
+            grad_weight = NDArray.wrap(x_flat.T @ g_flat, device)
         if len(inputs) == 2:
             return grad_x, grad_weight
         bias = inputs[2]
-        grad_bias = g_flat.sum(axis=0).reshape(bias.cached_data.shape) if bias.requires_grad else None
+        grad_bias = None
+        if bias.requires_grad:
+            grad_bias = NDArray.wrap(g_flat.sum(axis=0).reshape(bias.cached_data.raw.shape), device)
         return grad_x, grad_weight, grad_bias
 
 
