@@ -175,7 +175,8 @@ def _label_ids(labels: NDArray, classes):
         # NOTE: not range-checked on a GPU: the check would wait for the device every step.
         # The fused kernel makes the loss NaN instead.
         return raw
-    if raw.size and (raw.max() >= classes or (kind == "i" and raw.min() < 0)):
+    # NOTE: signed ids are read as unsigned, so a negative id is huge: one reduction checks both ends.
+    if raw.size and raw.view(raw.dtype.str.replace("i", "u")).max() >= classes:
         position = int(((raw < 0) | (raw >= classes)).argmax())
         raise LabelRangeError(
             f"SoftmaxCrossEntropy: label {raw[position]} (at position {position}) is out of range "

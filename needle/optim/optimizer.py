@@ -56,14 +56,19 @@ class Optimizer:
             grad = param.grad
             if grad is None:
                 continue
-            data = param.realize_cached_data()
-            gradient = grad.realize_cached_data()
-            if tuple(gradient.shape) != tuple(data.shape):
+            data = param.cached_data
+            if data is None:
+                data = param.realize_cached_data()
+            gradient = grad.cached_data
+            if gradient is None:
+                gradient = grad.realize_cached_data()
+            weight, gradient_raw = data.raw, gradient.raw
+            if gradient_raw.shape != weight.shape:
                 problems.append(
                     f"parameter {index} (shape {tuple(data.shape)}) has a gradient of shape {tuple(gradient.shape)}"
                 )
                 continue
-            found.append((param, data.raw, gradient.raw, data.device.fused))
+            found.append((param, weight, gradient_raw, data.device.fused))
         if problems:
             raise ValueError(
                 f"{type(self).__name__}.step: gradients must have their parameter's shape; nothing was updated:\n  "
