@@ -101,6 +101,8 @@ def compute_gradient_of_variables(output_tensor, out_grad):
     detached weight gets its ``.grad`` too. Gradients are Tensor graphs themselves, so the
     gradient of a gradient can be taken. Returns the nodes traversed, in topological order.
     """
+    from .deferred import DeferredGradient  # imported here: it builds on Tensor, which imports this module
+
     order = find_topo_sort([output_tensor])
     check_graph_unchanged(order)
     grads_by_node = {output_tensor: [out_grad]}
@@ -123,9 +125,11 @@ def compute_gradient_of_variables(output_tensor, out_grad):
         # graph refers to the nodes that use it, so keeping it would make a reference cycle
         # that only the garbage collector could free; a constant (a data batch, a detached
         # weight) that outlives the step would keep this step's graphs alive through it.
-        node.grad = grad.detach()
         if node.op is None:
+            # a constant: a deferred gradient is already a plain leaf, computed when read
+            node.grad = grad if grad.__class__ is DeferredGradient else grad.detach()
             continue
+        node.grad = grad.detach()
         for x, input_grad in zip(node.inputs, node.op.gradient_as_tuple(grad, node)):
             if input_grad is not None:
                 grads_by_node.setdefault(x, []).append(input_grad)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
+from ..deferred import deferred_product, is_deferrable
 from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
 from .ops_shape import MatMul, broadcast_to, reshape, sum_to_shape, summation
@@ -38,7 +39,10 @@ class LinearOp(TensorOp):
         # NOTE: every input gets its gradient, also one that needs none (a first layer's batch),
         # as the course's backward() gives every node its .grad; the fast path skips those.
         # The products take their operands transposed in place: one node each.
-        grad_x = MatMul(False, True)(out_grad, weight)
+        if is_deferrable(x):
+            grad_x = deferred_product(MatMul(False, True), out_grad, weight, x.shape)  # computed when read
+        else:
+            grad_x = MatMul(False, True)(out_grad, weight)
         x_flat = x if x.ndim == 2 else reshape(x, (-1, features_in))
         grad_weight = MatMul(True, False)(x_flat, grad_flat)
         if len(node.inputs) == 2:

@@ -15,6 +15,7 @@ import numpy
 
 from ..autograd import Tensor
 from ..backend_ndarray.fused import Scratch
+from ..deferred import keep_values_before_update
 
 
 class Optimizer:
@@ -79,6 +80,8 @@ class Optimizer:
         # the course's needle: a graph carried across steps (a recurrent state that is never
         # detached) still backpropagates, through the weights as they are now, and the
         # MemoryMonitor reports it as a leak with the detach() fix. PyTorch raises there instead.
+        # a course backward()'s deferred gradients still read the weights as they are now
+        keep_values_before_update([weight for _, weight, _, _ in found])
         return found
 
     # ---- state ------------------------------------------------------------------------------
