@@ -92,7 +92,10 @@ class DeferredGradient(Tensor):
 def keep_values_before_update(raw_arrays) -> None:
     """Give every pending gradient that uses one of ``raw_arrays`` its own copy first.
 
-    The optimizers call it with the parameter arrays they are about to update in place.
+    The optimizers call it with the parameter arrays they are about to update in place. A
+    gradient given its copies no longer depends on any parameter's array, so it leaves the
+    pending set: each is copied at most once (the other operand of a product is a gradient,
+    which no optimizer changes).
     """
     if not _PENDING:
         return
@@ -100,14 +103,18 @@ def keep_values_before_update(raw_arrays) -> None:
     for value in list(_PENDING):
         recipe = value._recipe
         if recipe is None:
+            _PENDING.discard(value)
             continue
         function, arrays, extra = recipe
-        if any(id(a.raw) in targets or id(a.raw.base) in targets for a in arrays):
-            kept = tuple(
-                NDArray.wrap(a.raw.copy(), a.device) if id(a.raw) in targets or id(a.raw.base) in targets else a
-                for a in arrays
-            )
-            value._recipe = (function, kept, extra)
+        kept, copied = [], False
+        for array in arrays:
+            raw = array.raw
+            if id(raw) in targets or (raw.base is not None and id(raw.base) in targets):
+                array, copied = NDArray.wrap(raw.copy(), array.device), True
+            kept.append(array)
+        if copied:
+            value._recipe = (function, tuple(kept), extra)
+            _PENDING.discard(value)
 
 
 def is_deferrable(value) -> bool:
