@@ -99,7 +99,9 @@ def compute_gradient_of_variables(output_tensor, out_grad):
 
     The course's semantics: every node is visited, constants included, so a data batch or a
     detached weight gets its ``.grad`` too. Gradients are Tensor graphs themselves, so the
-    gradient of a gradient can be taken. Returns the nodes traversed, in topological order.
+    gradient of a gradient can be taken. A constant's gradient through a product (the data
+    batch of the first layer) is a :class:`~needle.deferred.DeferredGradient`, computed only
+    when it is read. Returns the nodes traversed, in topological order.
     """
     from .deferred import DeferredGradient  # imported here: it builds on Tensor, which imports this module
 
