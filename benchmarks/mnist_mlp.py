@@ -1,18 +1,23 @@
 """Speed benchmark: one epoch of a 784 -> H -> 10 MLP on MNIST, needle against its floor and PyTorch.
 
-Three implementations of the same model, hyperparameters and initial weights run in one
-invocation, interleaved per repeat (floor, torch, needle, floor, torch, needle, ...) so that
-machine noise hits all of them alike:
+The implementations of the same model, hyperparameters and initial weights run in one
+invocation, interleaved per repeat (each in turn, then again, ...) so that machine noise hits
+all of them alike. One row per path, in this order:
 
-- ``numpy``: the floor, written by hand in numpy (CuPy on ``--device cuda``) with no graph;
+- ``needle-course``: the course API (``nn.Sequential``, ``nn.SoftmaxLoss``, ``optim.SGD``,
+  ``DataLoader``) with the default ``loss.backward()``, as every hand-written loop calls it;
+- ``needle``: the same with the fast path, ``loss.backward(create_graph=False)``;
+- (compiled: the row of ``ndl.compile``'s captured step goes here, see ``ROW_ORDER``);
 - ``torch``: eager PyTorch, when it imports (``pip install 'needle-dl[bench]'``);
-- ``needle``: the course API (``nn.Sequential``, ``nn.SoftmaxLoss``, ``optim.SGD``, ``DataLoader``),
-  with ``loss.backward(create_graph=False)``;
-- ``needle-course`` (only when asked for with ``--only``): the same with the course's ``loss.backward()``.
+- ``numpy``: the floor, written by hand in numpy (CuPy on ``--device cuda``) with no graph.
+
+Each row has the median seconds an epoch and the paired ratios: the median over repeats of
+its time over the floor's (and PyTorch's) in the same repeat.
 
 Usage:
     python benchmarks/mnist_mlp.py --preset cpu --markdown
     python benchmarks/mnist_mlp.py --hidden 512 --batch-size 128 --repeats 3 --only numpy,needle
+    python benchmarks/mnist_mlp.py --preset cpu --only numpy,needle-course   # the default backward() only
     python benchmarks/mnist_mlp.py --device cuda --preset gpu --markdown
 
 See docs/benchmarks.md for what the columns mean.
@@ -38,7 +43,9 @@ from timing import Stopwatch, median  # noqa: E402
 from workload import Workload, load_mnist  # noqa: E402
 
 IMPLEMENTATIONS = {"numpy": FloorMLP, "torch": TorchMLP, "needle": NeedleMLP, "needle-course": NeedleCourseBackwardMLP}
-IMPLEMENTATIONS["needle-compiled"] = NeedleCompiledMLP  # the compiled row: ndl.compile of the course step
+IMPLEMENTATIONS["needle-compiled"] = NeedleCompiledMLP  # ndl.compile of the course step (issue 19, point 3)
+# The rows, in the order they run and print.
+ROW_ORDER = ("needle-course", "needle", "needle-compiled", "torch", "numpy")
 WARMUP_STEPS = 30
 ACCURACY_TOLERANCE = 0.01
 PRESETS = {
@@ -58,7 +65,7 @@ def parse_args(argv=None):
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--only", default="needle,numpy,torch", help="comma-separated subset of " + ",".join(IMPLEMENTATIONS)
+        "--only", default=",".join(ROW_ORDER), help=f"comma-separated subset of {','.join(ROW_ORDER)}"
     )
     parser.add_argument(
         "--preset",
@@ -107,7 +114,7 @@ def machine_description(device):
 def selected_implementations(args):
     """The implementation classes to run, and a line for each one skipped."""
     chosen, skipped = [], []
-    for key in IMPLEMENTATIONS:
+    for key in ROW_ORDER:
         if key not in args.only:
             continue
         if key == "torch":
@@ -169,7 +176,7 @@ def run_config(workload, classes, repeats):
             record["accuracy"].append(accuracy)
             record["memory"].append(memory.peak_growth)
             print(
-                f"   repeat {repeat + 1}/{repeats} {runner.name:18s} {record['train'][-1]:8.3f} s/epoch"
+                f"   repeat {repeat + 1}/{repeats} {runner.name:26s} {record['train'][-1]:8.3f} s/epoch"
                 f"  eval {eval_watch.seconds:6.3f} s  acc {accuracy:.4f}",
                 flush=True,
             )
@@ -233,12 +240,12 @@ def _ratio(value):
 def print_text_table(title, rows):
     print(f"\n== {title}")
     print(
-        f"   {'implementation':18s} {'s/epoch':>9s} {'best':>7s} {'eval s':>8s} {'test acc':>9s} {'peak MiB':>9s}"
+        f"   {'implementation':26s} {'s/epoch':>9s} {'best':>7s} {'eval s':>8s} {'test acc':>9s} {'peak MiB':>9s}"
         f" {'vs floor':>9s} {'vs torch':>9s} {'paired vs floor':>16s} {'paired vs torch':>16s}"
     )
     for row in rows:
         print(
-            f"   {row['name']:18s} {row['train']:9.3f} {row['best']:7.3f} {row['eval']:8.3f} {100 * row['accuracy']:8.2f}%"
+            f"   {row['name']:26s} {row['train']:9.3f} {row['best']:7.3f} {row['eval']:8.3f} {100 * row['accuracy']:8.2f}%"
             f" {row['memory_mib']:9.1f} {_ratio(row['vs_floor']):>9s} {_ratio(row['vs_torch']):>9s}"
             f" {_ratio(row['paired_vs_floor']):>16s} {_ratio(row['paired_vs_torch']):>16s}"
         )

@@ -48,7 +48,7 @@ class NeedleMLP:
     """784 -> H -> 10 ReLU MLP in needle, trained with the course's loop."""
 
     key = "needle"
-    name = "needle"
+    name = "needle create_graph=False"
 
     def __init__(self, workload):
         import needle as ndl
@@ -65,7 +65,7 @@ class NeedleMLP:
             self.synchronize = no_synchronize
         self.loader = self._make_loader()
         if self.loader is None:
-            self.name = "needle (no DataLoader)"
+            self.name += " (no DataLoader)"
         # Test images uploaded once, sliced per evaluation batch.
         self.test_images = self.device.xp.asarray(workload.test_images)
         self.test_labels = workload.test_labels

@@ -102,8 +102,12 @@ def compute_gradient_of_variables(output_tensor, out_grad):
 
     The course's semantics: every node is visited, constants included, so a data batch or a
     detached weight gets its ``.grad`` too. Gradients are Tensor graphs themselves, so the
-    gradient of a gradient can be taken. Returns the nodes traversed, in topological order.
+    gradient of a gradient can be taken. A constant's gradient through a product (the data
+    batch of the first layer) is a :class:`~needle.deferred.DeferredGradient`, computed only
+    when it is read. Returns the nodes traversed, in topological order.
     """
+    from .deferred import DeferredGradient  # imported here: it builds on Tensor, which imports this module
+
     order = find_topo_sort([output_tensor])
     check_graph_unchanged(order)
     grads_by_node = {output_tensor: [out_grad]}
@@ -129,9 +133,11 @@ def compute_gradient_of_variables(output_tensor, out_grad):
         # graph refers to the nodes that use it, so keeping it would make a reference cycle
         # that only the garbage collector could free; a constant (a data batch, a detached
         # weight) that outlives the step would keep this step's graphs alive through it.
-        node.grad = grad.detach()
         if node.op is None:
+            # a constant: a deferred gradient is already a plain leaf, computed when read
+            node.grad = grad if grad.__class__ is DeferredGradient else grad.detach()
             continue
+        node.grad = grad.detach()
         if hasattr(node.op, "item_gradient"):  # one item of a tuple: kept sparse until the tuple's turn
             index, item_grad = node.op.item_gradient(grad, node)
             item_grads_by_tuple.setdefault(node.inputs[0], {}).setdefault(index, []).append(item_grad)
@@ -161,12 +167,12 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     by ``make_leaf_grad``), inner nodes keep none, so nothing of the backward pass outlives it.
     Returns the nodes traversed.
     """
-    order = find_topo_sort([output_tensor], prune_constants=True)
-    check_graph_unchanged(order)
+    order = _checked_nodes_requiring_grad(output_tensor)
     grads_by_node = {output_tensor: out_grad}
     item_grads_by_tuple = {}
+    pop, get = grads_by_node.pop, grads_by_node.get
     for node in reversed(order):
-        grad = grads_by_node.pop(node, None)
+        grad = pop(node, None)
         if item_grads_by_tuple and node in item_grads_by_tuple:
             grad = _with_item_grads(node, grad, item_grads_by_tuple.pop(node), as_tensors=False)
         if grad is None:
@@ -174,7 +180,8 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
         data = node.cached_data
         if data.__class__ is NDArray:
             dtype = data.raw.dtype
-            if grad.raw.dtype is not dtype and grad.raw.dtype != dtype:
+            grad_dtype = grad.raw.dtype
+            if grad_dtype is not dtype and grad_dtype != dtype:
                 if dtype.kind != "f":
                     continue  # an integer or bool value: no gradient is defined
                 grad = grad.astype(dtype)
@@ -190,8 +197,43 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
         for x, input_grad in zip(node.inputs, op.gradient_data(grad, node)):
             if input_grad is None or not x.requires_grad:
                 continue
-            previous = grads_by_node.get(x)
+            previous = get(x)
             grads_by_node[x] = input_grad if previous is None else _add_grads(previous, input_grad)
+    return order
+
+
+def _checked_nodes_requiring_grad(root):
+    """``find_topo_sort([root], prune_constants=True)`` and ``check_graph_unchanged`` in one pass.
+
+    The fast path's traversal: a leaf is placed at once (it has no inputs to wait for), and a
+    graph node's data clock is checked as it is entered, so the stale-graph error comes before
+    any ``.grad`` is written.
+    """
+    order, visited = [], set()
+    append, add = order.append, visited.add
+    stack = [(root, False)]
+    push, pop = stack.append, stack.pop
+    while stack:
+        node, expanded = pop()
+        if expanded:
+            append(node)
+            continue
+        if node in visited:
+            continue
+        add(node)
+        if node.op is None:
+            append(node)
+            continue
+        computed_at = node._computed_at
+        stale = node._data_set_at != computed_at
+        push((node, True))
+        for x in reversed(node.inputs):
+            if x._data_set_at > computed_at:
+                stale = True
+            if x.requires_grad and x not in visited:
+                push((x, False))
+        if stale:
+            check_graph_unchanged((node,))  # raises, naming the value that changed
     return order
 
 

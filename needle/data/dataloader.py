@@ -310,6 +310,9 @@ def _resolve_device(device):
 
 def _to_tensor(array, device):
     """A Tensor that wraps ``array`` (already on ``device``) without copying."""
-    import needle
+    from ..autograd import Tensor
+    from ..backend_ndarray import NDArray
 
-    return needle.Tensor(needle.NDArray(array, device=device), device=device, requires_grad=False)
+    # NOTE: a leaf made directly: the array is already a numeric array of ``device`` (cast by
+    # the loader), so the constructor's checks and conversions would find nothing to do.
+    return Tensor.make_const(NDArray.wrap(array, device))

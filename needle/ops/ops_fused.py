@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
+from ..deferred import deferred_product, is_deferrable
 from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
 from .ops_shape import MatMul, broadcast_to, reshape, sum_to_shape, summation
@@ -38,7 +39,10 @@ class LinearOp(TensorOp):
         # NOTE: every input gets its gradient, also one that needs none (a first layer's batch),
         # as the course's backward() gives every node its .grad; the fast path skips those.
         # The products take their operands transposed in place: one node each.
-        grad_x = MatMul(False, True)(out_grad, weight)
+        if is_deferrable(x):
+            grad_x = deferred_product(MatMul(False, True), out_grad, weight, x.shape)  # computed when read
+        else:
+            grad_x = MatMul(False, True)(out_grad, weight)
         x_flat = x if x.ndim == 2 else reshape(x, (-1, features_in))
         grad_weight = MatMul(True, False)(x_flat, grad_flat)
         if len(node.inputs) == 2:
@@ -51,18 +55,26 @@ class LinearOp(TensorOp):
         return grad_x, grad_weight, grad_bias
 
     def gradient_data(self, out_grad, node):
+        # NOTE: on the device's raw arrays, as compute is: this runs for every layer of every
+        # training step, and the NDArray methods would add a wrapper per view and product.
         inputs = node.inputs
         x, weight = inputs[0], inputs[1]
-        w = weight.cached_data
-        grad_x = out_grad @ w.permute((1, 0)) if x.requires_grad else None
-        g_flat = out_grad.reshape((-1, w.shape[1]))
+        device = out_grad.device
+        w = weight.cached_data.raw
+        g = out_grad.raw
+        g_flat = g if g.ndim == 2 else g.reshape(-1, w.shape[1])
+        grad_x = NDArray.wrap(g @ w.T, device) if x.requires_grad else None
         grad_weight = None
         if weight.requires_grad:
-            grad_weight = x.cached_data.reshape((-1, w.shape[0])).permute((1, 0)) @ g_flat
+            x_raw = x.cached_data.raw
+            x_flat = x_raw if x_raw.ndim == 2 else x_raw.reshape(-1, w.shape[0])
+            grad_weight = NDArray.wrap(x_flat.T @ g_flat, device)
         if len(inputs) == 2:
             return grad_x, grad_weight
         bias = inputs[2]
-        grad_bias = g_flat.sum(axis=0).reshape(bias.cached_data.shape) if bias.requires_grad else None
+        grad_bias = None
+        if bias.requires_grad:
+            grad_bias = NDArray.wrap(g_flat.sum(axis=0).reshape(bias.cached_data.raw.shape), device)
         return grad_x, grad_weight, grad_bias
 
 
@@ -167,7 +179,8 @@ def _label_ids(labels: NDArray, classes):
         # NOTE: not range-checked on a GPU: the check would wait for the device every step.
         # The fused kernel makes the loss NaN instead.
         return raw
-    if raw.size and (raw.max() >= classes or (kind == "i" and raw.min() < 0)):
+    # NOTE: signed ids are read as unsigned, so a negative id is huge: one reduction checks both ends.
+    if raw.size and raw.view(raw.dtype.str.replace("i", "u")).max() >= classes:
         position = int(((raw < 0) | (raw >= classes)).argmax())
         raise LabelRangeError(
             f"SoftmaxCrossEntropy: label {raw[position]} (at position {position}) is out of range "

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Sequence
 from ..autograd import TensorOp
 from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
+from ..deferred import deferred_product, is_deferrable
 from ._shapes import as_axes, as_shape, normalize_axes, unbroadcast, unbroadcast_data
 
 if TYPE_CHECKING:
@@ -194,14 +195,23 @@ class MatMul(TensorOp):
         a, b = node.inputs
         transpose_a, transpose_b = self.transpose_a, self.transpose_b
         if transpose_a:
-            grad_a = MatMul(transpose_b, True)(b, out_grad)
+            product_a, operands_a = MatMul(transpose_b, True), (b, out_grad)
         else:
-            grad_a = MatMul(False, not transpose_b)(out_grad, b)
+            product_a, operands_a = MatMul(False, not transpose_b), (out_grad, b)
         if transpose_b:
-            grad_b = MatMul(True, transpose_a)(out_grad, a)
+            product_b, operands_b = MatMul(True, transpose_a), (out_grad, a)
         else:
-            grad_b = MatMul(not transpose_a, False)(a, out_grad)
-        return unbroadcast(grad_a, a.shape), unbroadcast(grad_b, b.shape)
+            product_b, operands_b = MatMul(not transpose_a, False), (a, out_grad)
+        # NOTE: a constant operand (a data batch) gets its .grad deferred: computed when read.
+        if is_deferrable(a):
+            grad_a = deferred_product(product_a, *operands_a, a.shape)
+        else:
+            grad_a = unbroadcast(product_a(*operands_a), a.shape)
+        if is_deferrable(b):
+            grad_b = deferred_product(product_b, *operands_b, b.shape)
+        else:
+            grad_b = unbroadcast(product_b(*operands_b), b.shape)
+        return grad_a, grad_b
 
     def gradient_data(self, out_grad, node):
         a, b = node.inputs

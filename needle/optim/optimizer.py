@@ -15,6 +15,7 @@ import numpy
 
 from ..autograd import Tensor
 from ..backend_ndarray.fused import Scratch
+from ..deferred import keep_values_before_update
 
 
 class Optimizer:
@@ -56,14 +57,19 @@ class Optimizer:
             grad = param.grad
             if grad is None:
                 continue
-            data = param.realize_cached_data()
-            gradient = grad.realize_cached_data()
-            if tuple(gradient.shape) != tuple(data.shape):
+            data = param.cached_data
+            if data is None:
+                data = param.realize_cached_data()
+            gradient = grad.cached_data
+            if gradient is None:
+                gradient = grad.realize_cached_data()
+            weight, gradient_raw = data.raw, gradient.raw
+            if gradient_raw.shape != weight.shape:
                 problems.append(
                     f"parameter {index} (shape {tuple(data.shape)}) has a gradient of shape {tuple(gradient.shape)}"
                 )
                 continue
-            found.append((param, data.raw, gradient.raw, data.device.fused))
+            found.append((param, weight, gradient_raw, data.device.fused))
         if problems:
             raise ValueError(
                 f"{type(self).__name__}.step: gradients must have their parameter's shape; nothing was updated:\n  "
@@ -74,6 +80,8 @@ class Optimizer:
         # the course's needle: a graph carried across steps (a recurrent state that is never
         # detached) still backpropagates, through the weights as they are now, and the
         # MemoryMonitor reports it as a leak with the detach() fix. PyTorch raises there instead.
+        # a course backward()'s deferred gradients still read the weights as they are now
+        keep_values_before_update([weight for _, weight, _, _ in found])
         return found
 
     # ---- state ------------------------------------------------------------------------------

@@ -1,0 +1,142 @@
+"""Deferred gradients: the course ``backward()``'s gradient of a constant, computed when first read.
+
+The course's ``loss.backward()`` gives every node its ``.grad``, constants included: the data
+batch entering the first layer gets ``out_grad @ W1^T``, a product as large as the layer's
+weight gradient, that almost no training loop reads. A :class:`DeferredGradient` is that
+``.grad``: a leaf Tensor (no op, no inputs, ``requires_grad=False``) that holds only the arrays
+its value is made from and computes it the first time its data is needed (``.numpy()``,
+printing, an op, ``.detach()``...). A gradient nobody reads costs nothing but the references.
+
+It gives the value at ``backward()`` time, as PyTorch and the course do, also after an
+optimizer has updated the weights in place: before an optimizer writes into a parameter's
+array, :func:`keep_values_before_update` gives each pending gradient that uses that array a
+copy of it (one copy per step, far cheaper than the product). Code that writes into a tensor's
+array by itself (``t.cached_data.raw[...] = ...``) should read pending gradients first.
+
+Holds no graph node: what it keeps alive is its arrays, so a batch that outlives its step keeps
+no graph through its ``.grad``.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy
+
+from . import autograd
+from .backend_ndarray import NDArray
+from .tensor import Tensor
+
+_PENDING: "weakref.WeakSet[DeferredGradient]" = weakref.WeakSet()
+_REALIZED = 0  # deferred gradients computed so far (for tests and benchmarks)
+
+
+def realized_count() -> int:
+    """How many deferred gradients have been computed since import.
+
+    Example:
+        >>> import needle as ndl
+        >>> batch = ndl.Tensor([[1.0, 2.0]], requires_grad=False)
+        >>> w = ndl.Tensor([[1.0], [1.0]])
+        >>> (batch @ w).sum().backward()
+        >>> before = ndl.deferred.realized_count()
+        >>> batch.grad.numpy().tolist(), ndl.deferred.realized_count() - before
+        ([[1.0, 1.0]], 1)
+    """
+    return _REALIZED
+
+
+class DeferredGradient(Tensor):
+    """A constant's ``.grad`` whose array is computed from ``function(*arrays)`` when first needed."""
+
+    __slots__ = ("_recipe", "_known_shape", "_known_dtype")
+
+    @classmethod
+    def of(cls, function, arrays, shape, dtype, extra=()) -> "DeferredGradient":
+        """The deferred value ``function(*arrays, *extra)``, which will have ``shape`` and ``dtype``.
+
+        ``arrays`` are the NDArrays it is made from (copied if an optimizer is about to change
+        them), ``extra`` any other arguments (no Values: a graph node kept here would stay alive).
+        """
+        value = cls.make_const(None)
+        value._recipe = (function, tuple(arrays), tuple(extra))
+        value._known_shape = tuple(shape)
+        value._known_dtype = numpy.dtype(dtype)
+        _PENDING.add(value)
+        return value
+
+    def realize_cached_data(self):
+        data = self.cached_data
+        if data is None:
+            global _REALIZED
+            function, arrays, extra = self._recipe
+            data = function(*arrays, *extra)
+            self._recipe = None  # the arrays are no longer needed
+            _PENDING.discard(self)
+            self._set_cached_data(data)
+            _REALIZED += 1
+        return data
+
+    @property
+    def shape(self):
+        return self._known_shape if self.cached_data is None else self.cached_data.shape
+
+    @property
+    def dtype(self):
+        return self._known_dtype if self.cached_data is None else self.cached_data.dtype
+
+    def is_pending(self) -> bool:
+        """Whether the value has not been computed yet."""
+        return self.cached_data is None
+
+
+def keep_values_before_update(raw_arrays) -> None:
+    """Give every pending gradient that uses one of ``raw_arrays`` its own copy first.
+
+    The optimizers call it with the parameter arrays they are about to update in place. A
+    gradient given its copies no longer depends on any parameter's array, so it leaves the
+    pending set: each is copied at most once (the other operand of a product is a gradient,
+    which no optimizer changes).
+    """
+    if not _PENDING:
+        return
+    targets = {id(raw) for raw in raw_arrays}
+    for value in list(_PENDING):
+        recipe = value._recipe
+        if recipe is None:
+            _PENDING.discard(value)
+            continue
+        function, arrays, extra = recipe
+        kept, copied = [], False
+        for array in arrays:
+            raw = array.raw
+            if id(raw) in targets or (raw.base is not None and id(raw.base) in targets):
+                array, copied = NDArray.wrap(raw.copy(), array.device), True
+            kept.append(array)
+        if copied:
+            value._recipe = (function, tuple(kept), extra)
+            _PENDING.discard(value)
+
+
+def is_deferrable(value) -> bool:
+    """Whether ``value``'s gradient may be deferred: a floating-point constant leaf, outside lazy mode."""
+    if value.op is not None or value.requires_grad or autograd.LAZY_MODE:
+        return False
+    data = value.cached_data
+    return data.__class__ is NDArray and data.raw.dtype.kind == "f"
+
+
+def deferred_product(op, first, second, shape) -> DeferredGradient:
+    """The gradient ``op.compute(first, second)`` of a constant of ``shape``, deferred.
+
+    ``op`` is a product op (``MatMul`` with its transpose flags); ``first`` and ``second`` are
+    Values whose arrays are taken now; the result is summed down to ``shape`` if it was broadcast.
+    """
+    a, b = first.realize_cached_data(), second.realize_cached_data()
+    dtype = numpy.result_type(a.raw.dtype, b.raw.dtype)
+    return DeferredGradient.of(_product_summed_to, (a, b), shape, dtype, extra=(op, tuple(shape)))
+
+
+def _product_summed_to(a, b, op, shape):
+    from .ops.ops_shape import unbroadcast_data
+
+    return unbroadcast_data(op.compute(a, b), shape)
