@@ -19,6 +19,7 @@ from .callbacks.checkpoint import Checkpoint, CheckpointError, load_checkpoint, 
 from .trainer import History, NonFiniteLossError, Trainer
 from .fit_checks import FitContractError
 from .callbacks.loggers import CSVLogger, JSONLinesLogger, Logger
+from .callbacks.tensorboard import TensorBoardLogger
 from .diagnosis.warnings import apply_environment
 
 apply_environment()  # NEEDLE_WARNINGS=error|ignore|always|default: see trainers.diagnosis.warnings
