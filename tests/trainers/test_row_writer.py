@@ -87,6 +87,12 @@ def test_trimming_keeps_rows_up_to_the_step_and_a_failed_trim_changes_nothing(tm
     assert path.read_text() == "step,loss\n1,0.1\n2,0.2\n3,0.3\n4,0.0\n"
 
 
+def test_a_log_path_in_a_missing_folder_is_refused_when_the_monitor_is_made(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"the folder .*missing does not exist; create it first"):
+        MemoryMonitor(log_path=tmp_path / "missing" / "steps.csv")
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_log_path_without_a_known_suffix_is_refused():
     with pytest.raises(ValueError, match=r"log_path must end in \.csv or \.jsonl .*log_path='steps.txt'"):
         row_format_for("steps.txt", "log_path")
@@ -161,3 +167,25 @@ def test_a_resumed_run_trims_its_logs_to_the_checkpoint_and_ends_as_an_uninterru
     assert [row[0] for row in got["epochs"]] == ["1", "2", "3"]
     assert got == expected
     assert sorted(os.listdir(interrupted)) == sorted(f"{name}{suffix}" for name in SAME_IN_EVERY_RUN)
+
+
+class SaveAtStep(Callback):
+    def __init__(self, path, step):
+        self.path, self.step = path, step
+
+    def on_train_batch_end(self, trainer, record):
+        if record["step"] == self.step:
+            trainer.save_checkpoint(self.path)
+
+
+def test_a_run_resumed_mid_epoch_keeps_the_rows_up_to_its_step(tmp_path):
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    trainer_logging_to(straight, CSVLogger, ".csv").fit(loader(), epochs=3)
+    first = trainer_logging_to(interrupted, CSVLogger, ".csv", SaveAtStep(tmp_path / "step7.npz", 7))
+    first.fit(loader(), epochs=2)
+    del first
+    gc.collect()
+    resumed = trainer_logging_to(interrupted, CSVLogger, ".csv")
+    resumed.load_checkpoint(tmp_path / "step7.npz")  # in epoch 2, two batches in
+    resumed.fit(loader(), epochs=2)
+    assert comparable(interrupted, ".csv") == comparable(straight, ".csv")

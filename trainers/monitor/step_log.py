@@ -1,7 +1,9 @@
 """Every step's record, streamed to a CSV or JSON-lines file as the run goes (nothing kept in memory)."""
 from __future__ import annotations
 
+import errno
 import os
+from pathlib import Path
 
 from ..io import CSV_ROWS, RowStream, row_format_for
 from .records import FIELDS, StepRecord, csv_columns, csv_row
@@ -31,6 +33,13 @@ class StepLog:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         row_format = row_format_for(path, "log_path")
+        folder = Path(path).parent
+        if not folder.is_dir():  # refused now, not at the first step of a run
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"log_path {os.fspath(path)}: the folder {folder} does not exist; create it first "
+                f"(os.makedirs({str(folder)!r}, exist_ok=True))",
+            )
         self.path = path
         self.format = row_format.name
         columns = csv_columns() if row_format is CSV_ROWS else FIELDS
