@@ -5,7 +5,7 @@ runs the usual loop with the monitor, a progress bar, callbacks and checkpoints.
 ``NEEDLE_WARNINGS=error`` in the environment turns every diagnostic warning into an error.
 
 Layout: ``trainer`` (the loop), ``callbacks/`` (the hooks and the callbacks that ship), ``io``
-(atomic file writes), ``monitor/`` (``MemoryMonitor``, its records, history and plots),
+(atomic file writes and the one CSV/JSON-lines row writer), ``monitor/`` (``MemoryMonitor``, its records, history and plots),
 ``diagnosis/`` (the leak diagnosis; imports neither the trainer nor the monitor).
 """
 from .diagnosis.warnings import DiagnosticWarning, GraphLeakWarning, NoGradWarning
@@ -19,6 +19,7 @@ from .callbacks.checkpoint import Checkpoint, CheckpointError, load_checkpoint, 
 from .trainer import History, NonFiniteLossError, Trainer
 from .fit_checks import FitContractError
 from .callbacks.loggers import CSVLogger, JSONLinesLogger, Logger
+from .callbacks.tensorboard import TensorBoardLogger
 from .diagnosis.warnings import apply_environment
 
 apply_environment()  # NEEDLE_WARNINGS=error|ignore|always|default: see trainers.diagnosis.warnings

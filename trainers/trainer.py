@@ -1,7 +1,6 @@
 """``Trainer``: fit a needle model; progress, memory monitoring and checkpoints hang on hooks."""
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -13,7 +12,7 @@ import numpy as np
 import needle
 from needle import autograd
 
-from .io import atomic_write
+from .io import CSV_ROWS, atomic_write, write_rows
 from .callbacks.base import HOOKS, Callback
 from .callbacks.checkpoint import load_checkpoint, save_checkpoint
 from .resume import DeferredInterrupt, EpochPosition, checked_trainer_state, empty_loader_message
@@ -71,14 +70,11 @@ class History:
             raise ValueError(f"History.to_csv per must be 'steps' or 'epochs'; got per={per!r}")
         entries = getattr(self, per)
         columns = list(dict.fromkeys(key for entry in entries for key in entry))
-        with atomic_write(path, "w", newline="") as stream:
-            writer = csv.DictWriter(stream, fieldnames=columns, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(entries)
+        write_rows(path, entries, columns, CSV_ROWS, what="history")
 
     def to_json(self, path: str | os.PathLike[str]) -> None:
         """Write ``{"steps": [...], "epochs": [...]}`` as JSON, atomically."""
-        with atomic_write(path, "w") as stream:
+        with atomic_write(path, "w", what="history", encoding="utf-8") as stream:
             json.dump(self.state_dict(), stream, indent=1)
             stream.write("\n")
 

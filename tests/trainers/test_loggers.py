@@ -11,7 +11,7 @@ import needle as ndl
 from needle.data import DataLoader, NDArrayDataset
 from trainers import Callback, CSVLogger, History, JSONLinesLogger, MemoryMonitor, Trainer
 from trainers.monitor import plot as plot_module
-from trainers.monitor import records as records_module
+from trainers import io as io_module
 from trainers.io import atomic_write
 from trainers.callbacks.loggers import EPOCH_COLUMNS, STEP_COLUMNS
 
@@ -64,7 +64,7 @@ def test_csv_logger_rows_match_the_history(tmp_path):
             assert row[key] == cell(entry[key]), key
     assert [row["step"] for row in epochs] == ["3", "6"]
     assert epochs[1]["peak_memory_bytes"] == str(max(entry["memory_bytes"] for entry in history.steps[3:]))
-    assert logger._streams == {}  # closed at the end of fit
+    assert not logger._steps.is_open and not logger._epochs.is_open  # closed at the end of fit
 
 
 def test_jsonl_logger_keeps_keys_other_callbacks_add(tmp_path):
@@ -142,7 +142,7 @@ def test_files_are_closed_when_fit_raises(tmp_path):
     trainer = make_trainer(logger, Explode())
     with pytest.raises(RuntimeError, match="boom"):
         trainer.fit(DataLoader(data(), batch_size=16), epochs=1)
-    assert logger._streams == {}
+    assert not logger._steps.is_open and not logger._epochs.is_open
     assert len(read_csv(logger.step_path)) == 2
     with pytest.raises(RuntimeError, match="writes only during fit"):
         logger.on_train_batch_end(trainer, {"step": 1, "live_nodes": 0, "memory_bytes": 0})
@@ -189,8 +189,8 @@ def test_monitor_exports_are_atomic(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(records_module.json, "dumps", crash)
-    monkeypatch.setattr(records_module.csv, "DictWriter", crash)
+    monkeypatch.setattr(io_module.json, "dumps", crash)  # the one row writer formats every row
+    monkeypatch.setattr(io_module.csv, "DictWriter", crash)
     for export in (monitor.to_csv, monitor.to_jsonl):
         with pytest.raises(OSError, match="disk full"):
             export(tmp_path / "monitor.csv")

@@ -19,15 +19,12 @@ and the files are fsync'ed at the end of every epoch and of ``fit``.
 """
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write
+from ..io import CSV_ROWS, JSON_LINES, RowFormat, RowStream
 from .base import Callback
 
 STEP_COLUMNS = ("step", "epoch", "loss", "accuracy", "lr", "batch_size", "live_nodes", "memory_bytes",
@@ -37,10 +34,10 @@ EPOCH_COLUMNS = ("epoch", "step", "train_loss", "train_accuracy", "val_loss", "v
 
 
 class Logger(Callback):
-    """Base class of loggers: turns the trainer's hooks into ``write_step`` and ``write_epoch`` rows.
+    """Base class of loggers: turns the trainer's hooks into step and epoch rows in two files.
 
-    A subclass names its two files (``step_file``, ``epoch_file``) and says how a row becomes
-    text (``format_rows``) and what a new file starts with (``header``).
+    A subclass names its two files (``step_file``, ``epoch_file``) and their ``row_format``
+    (``trainers.io.CSV_ROWS`` or ``JSON_LINES``); ``trainers.io.RowStream`` writes the rows.
 
     Args:
         log_dir: folder for the files (created if missing).
@@ -52,6 +49,7 @@ class Logger(Callback):
 
     step_file = "steps"
     epoch_file = "epochs"
+    row_format: RowFormat = CSV_ROWS
 
     def __init__(self, log_dir: str | os.PathLike[str], every_n_steps: int = 1) -> None:
         if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps < 1:
@@ -60,36 +58,30 @@ class Logger(Callback):
         self.every_n_steps = every_n_steps
         self.step_path = self.log_dir / self.step_file
         self.epoch_path = self.log_dir / self.epoch_file
-        self._streams: dict = {}
+        self._steps = RowStream(self.step_path, STEP_COLUMNS, self.row_format, key="step", what="step log")
+        self._epochs = RowStream(self.epoch_path, EPOCH_COLUMNS, self.row_format, key="epoch", what="epoch log")
         self._started = 0.0
         self._peaks = (0, 0)
 
-    # ---- what a subclass provides -------------------------------------------------------------
     def header(self, columns: tuple) -> str:
-        """The text a new file starts with (nothing by default)."""
-        return ""
+        """The text a new file starts with (the column names for CSV)."""
+        return self.row_format.header(columns)
 
     def format_rows(self, rows: list, columns: tuple) -> str:
         """Whole lines of text for ``rows`` (dicts), in the file's format."""
-        raise NotImplementedError
+        return self.row_format.format_rows(rows, columns)
 
     def parse_rows(self, text: str) -> list:
-        """The rows (dicts) of a file's text: the inverse of ``header`` plus ``format_rows``."""
-        raise NotImplementedError
+        """The rows (dicts) of a file's text."""
+        return self.row_format.parse_rows(text)
 
     # ---- hooks --------------------------------------------------------------------------------
     def on_fit_start(self, trainer: Any) -> None:
         self.close()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         fresh = trainer.global_step == 0
-        files = ((self.step_path, STEP_COLUMNS, "step", trainer.global_step),
-                 (self.epoch_path, EPOCH_COLUMNS, "epoch", trainer.epoch))
-        for path, columns, key, last in files:
-            if fresh or not path.exists():
-                self._replace(path, [], columns)
-            else:
-                self._drop_rows_after(path, columns, key, last)
-            self._streams[path] = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._steps.start(keep=None if fresh else trainer.global_step)
+        self._epochs.start(keep=None if fresh else trainer.epoch)
         self._started = time.perf_counter()
         self._peaks = (0, 0)
 
@@ -102,13 +94,14 @@ class Logger(Callback):
             return
         row = dict(record, lr=_learning_rate(trainer), host_rss=_host_rss(trainer),
                    time=time.perf_counter() - self._started)
-        self._append(self.step_path, [row], STEP_COLUMNS)
+        self._append(self._steps, row)
 
     def on_train_epoch_end(self, trainer: Any, epoch: int, metrics: dict) -> None:
         row = dict(metrics, step=trainer.global_step, lr=_learning_rate(trainer),
                    peak_live_nodes=self._peaks[0], peak_memory_bytes=self._peaks[1])
-        self._append(self.epoch_path, [row], EPOCH_COLUMNS)
-        self._sync()
+        self._append(self._epochs, row)
+        self._steps.sync()
+        self._epochs.sync()
 
     def on_fit_end(self, trainer: Any) -> None:
         self.close()
@@ -118,34 +111,13 @@ class Logger(Callback):
 
     def close(self) -> None:
         """fsync and close the files (safe to call twice)."""
-        self._sync()
-        for descriptor in self._streams.values():
-            os.close(descriptor)
-        self._streams.clear()
+        self._steps.close()
+        self._epochs.close()
 
-    # ---- internals ----------------------------------------------------------------------------
-    def _replace(self, path, rows, columns):
-        with atomic_write(path, "w", newline="") as stream:
-            stream.write(self.header(columns) + self.format_rows(rows, columns))
-
-    def _drop_rows_after(self, path, columns, key, last):
-        """Keep only rows whose ``key`` (step or epoch) is at most ``last``."""
-        rows = self.parse_rows(path.read_text())
-        kept = [row for row in rows if row.get(key) not in (None, "") and int(row[key]) <= last]
-        if len(kept) != len(rows):
-            self._replace(path, kept, columns)
-
-    def _append(self, path, rows, columns):
-        descriptor = self._streams.get(path)
-        if descriptor is None:
-            raise RuntimeError(f"{type(self).__name__}: {path} is not open; the logger writes only during fit")
-        data = self.format_rows(rows, columns).encode("utf-8")
-        while data:  # one write for whole lines; loop only if the OS takes part of it
-            data = data[os.write(descriptor, data):]
-
-    def _sync(self):
-        for descriptor in self._streams.values():
-            os.fsync(descriptor)
+    def _append(self, rows, row):
+        if not rows.is_open:
+            raise RuntimeError(f"{type(self).__name__}: {rows.path} is not open; the logger writes only during fit")
+        rows.append([row])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.log_dir)!r})"
@@ -175,18 +147,7 @@ class CSVLogger(Logger):
 
     step_file = "steps.csv"
     epoch_file = "epochs.csv"
-
-    def header(self, columns: tuple) -> str:
-        return self.format_rows([dict(zip(columns, columns))], columns)
-
-    def parse_rows(self, text: str) -> list:
-        return list(csv.DictReader(io.StringIO(text)))
-
-    def format_rows(self, rows: list, columns: tuple) -> str:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-        writer.writerows(rows)
-        return buffer.getvalue()
+    row_format = CSV_ROWS
 
 
 class JSONLinesLogger(Logger):
@@ -204,17 +165,7 @@ class JSONLinesLogger(Logger):
 
     step_file = "steps.jsonl"
     epoch_file = "epochs.jsonl"
-
-    def parse_rows(self, text: str) -> list:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-    def format_rows(self, rows: list, columns: tuple) -> str:
-        lines = []
-        for row in rows:
-            ordered = {column: row.get(column) for column in columns}
-            ordered.update((key, value) for key, value in row.items() if key not in ordered)
-            lines.append(json.dumps(ordered) + "\n")
-        return "".join(lines)
+    row_format = JSON_LINES
 
 
 def _learning_rate(trainer):

@@ -48,7 +48,9 @@ class MemoryMonitor(Callback):
         device: the device whose memory pool to read (``needle.cuda()``); None reads no GPU.
         recent: how many of the latest step records ``history`` keeps whole.
         long_run_points: the most samples of the downsampled long-run series.
-        log_path: a ``.csv`` or ``.jsonl`` file to stream every step's record to, as the run goes.
+        log_path: a ``.csv`` or ``.jsonl`` file to stream every step's record to, as the run goes
+            (untouched until the first step; in a Trainer that resumed at step N, the rows of
+            iterations 0 .. N-1 are kept and the log goes on from iteration N).
 
     Attributes:
         history: a bounded ``StepHistory`` (``len`` counts every step).
@@ -166,6 +168,10 @@ class MemoryMonitor(Callback):
         self.diagnosis.last_finding = None
 
     # ---- as a Trainer callback -------------------------------------------------------------
+    def on_fit_start(self, trainer: Trainer) -> None:
+        if self._log is not None:  # a resumed trainer: keep the log's rows up to its step, then append
+            self._log.resume(trainer.global_step, self.history.count)
+
     def on_train_batch_end(self, trainer: Trainer, record: dict) -> None:
         self.step()
 

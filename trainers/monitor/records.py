@@ -1,8 +1,5 @@
 """One record per monitored iteration, and its export to CSV and JSON lines (written atomically)."""
-import csv
-import json
-
-from ..io import atomic_write
+from ..io import CSV_ROWS, JSON_LINES, write_rows
 
 FIELDS = (
     "iteration",
@@ -97,14 +94,9 @@ def csv_row(record):
 
 def write_csv(records, path):
     """Write records as CSV, one column per field (bytes split into one column per device)."""
-    with atomic_write(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=csv_columns())
-        writer.writeheader()
-        writer.writerows(csv_row(r) for r in records)
+    write_rows(path, (csv_row(r) for r in records), csv_columns(), CSV_ROWS, what="monitor records")
 
 
 def write_jsonl(records, path):
     """Write records as JSON lines, one object per iteration."""
-    with atomic_write(path, "w") as handle:
-        for record in records:
-            handle.write(json.dumps(record.as_dict()) + "\n")
+    write_rows(path, (r.as_dict() for r in records), FIELDS, JSON_LINES, what="monitor records")

@@ -1,18 +1,23 @@
 """Every step's record, streamed to a CSV or JSON-lines file as the run goes (nothing kept in memory)."""
-import csv
-import json
+from __future__ import annotations
+
+import errno
 import os
+from pathlib import Path
 
-from .records import StepRecord, csv_columns, csv_row
-
-LOG_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+from ..io import CSV_ROWS, RowStream, row_format_for
+from .records import FIELDS, StepRecord, csv_columns, csv_row
 
 
 class StepLog:
-    """Appends one line per step to ``path``: CSV for ``.csv``, JSON lines for ``.jsonl``/``.json``.
+    """Appends one row per step to ``path``: CSV for ``.csv``, JSON lines for ``.jsonl``/``.json``.
 
-    Lines are written through Python's file buffer (a few KB at a time) and flushed on
-    ``close()``; the file is readable while the run goes on, up to the last buffered lines.
+    The file is not touched until the first row (or ``resume``): making a monitor never destroys
+    a file that a resumed run still needs. A run's first row starts the file afresh (atomically);
+    in a ``Trainer`` that loaded a checkpoint at step N, ``resume(N, ...)`` keeps the rows of
+    iterations ``0 .. N-1`` and the log goes on at iteration N, so the file equals an
+    uninterrupted run's. Every row is written through at once (one unbuffered ``write`` of a
+    whole line), so the file is complete up to the last step while the run goes on.
 
     Example:
         >>> import os, tempfile
@@ -26,31 +31,43 @@ class StepLog:
         1
     """
 
-    def __init__(self, path):
-        suffix = os.path.splitext(os.fspath(path))[1].lower()
-        if suffix not in LOG_FORMATS:
-            raise ValueError(
-                f"log_path must end in .csv or .jsonl (.json, .ndjson) to choose the format; got log_path={path!r}"
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        row_format = row_format_for(path, "log_path")
+        folder = Path(path).parent
+        if not folder.is_dir():  # refused now, not at the first step of a run
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"log_path {os.fspath(path)}: the folder {folder} does not exist; create it first "
+                f"(os.makedirs({str(folder)!r}, exist_ok=True))",
             )
         self.path = path
-        self.format = LOG_FORMATS[suffix]
-        self._handle = open(path, "w", newline="" if self.format == "csv" else None)
-        self._writer = None
-        if self.format == "csv":
-            self._writer = csv.DictWriter(self._handle, fieldnames=csv_columns())
-            self._writer.writeheader()
+        self.format = row_format.name
+        columns = csv_columns() if row_format is CSV_ROWS else FIELDS
+        self._rows = RowStream(path, columns, row_format, key="iteration", what="step log")
+        self._started = False
+        self._iteration_offset = 0  # added to a record's iteration: the steps before this monitor's first
+
+    def resume(self, global_step: int, records_seen: int) -> None:
+        """Continue the log of a trainer at ``global_step`` whose monitor has ``records_seen``
+        records: keep the rows before iteration ``global_step`` (a fresh file at step 0 when
+        this log has written nothing yet), and number the next record ``global_step``."""
+        if global_step == 0 and not self._started:
+            self._rows.start()
+        else:
+            self._rows.start(keep=global_step - 1)
+        self._started = True
+        self._iteration_offset = global_step - records_seen
 
     def write(self, record: StepRecord) -> None:
-        if self._handle is None:  # closed at the end of a fit: a later run appends
-            self._handle = open(self.path, "a", newline="" if self.format == "csv" else None)
-            if self.format == "csv":
-                self._writer = csv.DictWriter(self._handle, fieldnames=csv_columns())
-        if self._writer is not None:
-            self._writer.writerow(csv_row(record))
+        if not self._started:
+            self._rows.start()
+            self._started = True
         else:
-            self._handle.write(json.dumps(record.as_dict()) + "\n")
+            self._rows.reopen()  # closed at the end of a fit: a later run appends
+        row = csv_row(record) if self.format == "csv" else record.as_dict()
+        if self._iteration_offset:
+            row["iteration"] += self._iteration_offset
+        self._rows.append([row])
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        self._rows.close()
