@@ -1,0 +1,137 @@
+"""Live bytes, counted per buffer: the memory needle keeps, each buffer once.
+
+A buffer is the flat block of memory an array and all its views share (the course's
+``_handle``). needle *holds* a buffer while something it keeps refers to it: the array of a
+live Value (``cached_data``), a view of that array, or an array an op saved for its backward
+pass (:meth:`needle.autograd.Op.save_for_backward`). The buffer's bytes are added to its
+device's counter when the first holder takes it, and taken off when the last one lets go, so
+views, detached copies that share data (``detach()``, a ``TupleGetItem``, one gradient given to
+several nodes) and saved arrays count exactly once, and a view whose owner nobody else keeps
+(a reshape of a temporary) counts its whole buffer.
+
+On the CPU the buffer is the numpy array that owns the memory (the end of the ``.base``
+chain); on CUDA it is CuPy's memory block (``array.data.mem``), whose size is what the pool
+really gave, rounded up to its allocation unit.
+
+Every operation is O(1): one dictionary look-up keyed by the owner's identity. Only the
+module's own functions change the counters.
+
+Example:
+    >>> import numpy as np
+    >>> from needle.backend_ndarray import NDArray
+    >>> from needle import live_buffers
+    >>> before = live_buffers.BYTES_BY_DEVICE["cpu"]
+    >>> array = NDArray(np.zeros(4, dtype="float32"))
+    >>> whole, view = live_buffers.hold(array), live_buffers.hold(array[1:3])
+    >>> live_buffers.BYTES_BY_DEVICE["cpu"] - before  # one buffer of 16 bytes, held twice
+    16
+    >>> live_buffers.release(whole); live_buffers.release(view)
+    >>> live_buffers.BYTES_BY_DEVICE["cpu"] - before
+    0
+"""
+import numpy
+
+_NUMPY_ARRAY = numpy.ndarray
+
+BYTES_BY_DEVICE = {"cpu": 0}  # device name -> bytes of the buffers held on it
+_HELD = {}  # id(owner) -> _Buffer, while the owner has holders
+
+
+class _Buffer:
+    """One held buffer: its owner (kept, so the identity stays valid), size, device and holder count."""
+
+    __slots__ = ("owner", "nbytes", "device", "holders")
+
+    def __init__(self, owner, nbytes, device):
+        self.owner = owner
+        self.nbytes = nbytes
+        self.device = device
+        self.holders = 1
+
+
+def hold(array):
+    """Count ``array``'s buffer (an NDArray's) as held once more; returns the token for :func:`release`."""
+    raw = array.raw
+    if raw.__class__ is _NUMPY_ARRAY:
+        owner = raw.base
+        if owner is None:
+            owner = raw
+        elif owner.__class__ is not _NUMPY_ARRAY or owner.base is not None:
+            owner = _numpy_owner(raw)
+    else:
+        owner = _device_owner(raw)
+    buffer = _HELD.get(id(owner))
+    if buffer is not None:
+        buffer.holders += 1
+        return buffer
+    nbytes = owner.nbytes if isinstance(owner, _NUMPY_ARRAY) or hasattr(owner, "nbytes") else owner.size
+    device = array.device.name
+    buffer = _HELD[id(owner)] = _Buffer(owner, nbytes, device)
+    try:
+        BYTES_BY_DEVICE[device] += nbytes
+    except KeyError:
+        BYTES_BY_DEVICE[device] = nbytes
+    return buffer
+
+
+def hold_all(data):
+    """Hold the buffers of ``data`` (an NDArray or a nested tuple of them); returns a token or None."""
+    if data.__class__ is not tuple:
+        return hold(data) if hasattr(data, "raw") else None
+    tokens = tuple(token for token in (hold_all(item) for item in data) if token is not None)
+    return tokens or None
+
+
+def release(token):
+    """Let go of what :func:`hold` or :func:`hold_all` returned (None is accepted, and does nothing)."""
+    if token is None:
+        return
+    if token.__class__ is tuple:
+        for item in token:
+            release(item)
+        return
+    token.holders -= 1
+    if not token.holders:
+        key = id(token.owner)
+        if _HELD.get(key) is token:
+            del _HELD[key]
+        BYTES_BY_DEVICE[token.device] -= token.nbytes
+
+
+def buffers_of(token):
+    """The distinct buffers behind a token, as ``{id(owner): nbytes}`` (for sizes of sets of values)."""
+    found = {}
+    if token is None:
+        return found
+    for item in token if token.__class__ is tuple else (token,):
+        if item.__class__ is tuple:
+            found.update(buffers_of(item))
+        else:
+            found[id(item.owner)] = item.nbytes
+    return found
+
+
+def held_buffer_count():
+    """How many distinct buffers are held now."""
+    return len(_HELD)
+
+
+def _numpy_owner(raw):
+    """The numpy array at the end of ``raw``'s base chain (``as_strided`` puts a non-array in between)."""
+    owner, node = raw, raw.base
+    while node is not None:
+        if isinstance(node, _NUMPY_ARRAY):
+            owner = node
+        node = getattr(node, "base", None)
+    return owner
+
+
+def _device_owner(raw):
+    """A CuPy array's memory block (shared by all its views, ``as_strided`` ones too); numpy subclasses as numpy."""
+    if isinstance(raw, _NUMPY_ARRAY):
+        return _numpy_owner(raw)
+    memory = getattr(getattr(raw, "data", None), "mem", None)
+    if memory is None:
+        base = getattr(raw, "base", None)
+        return raw if base is None else base
+    return memory
