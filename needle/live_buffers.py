@@ -10,8 +10,9 @@ several nodes) and saved arrays count exactly once, and a view whose owner nobod
 (a reshape of a temporary) counts its whole buffer.
 
 On the CPU the buffer is the numpy array that owns the memory (the end of the ``.base``
-chain); on CUDA it is CuPy's memory block (``array.data.mem``), whose size is what the pool
-really gave, rounded up to its allocation unit.
+chain), and its bytes are that array's ``nbytes``. On CUDA the buffer is CuPy's memory block
+(``array.data.mem``, shared by all views, ``as_strided`` ones too) and its bytes the ``nbytes``
+of the array that owns it (CuPy's pool rounds each block up to 512 bytes; that is not counted).
 
 Every operation is O(1): one dictionary look-up keyed by the owner's identity. Only the
 module's own functions change the counters.
@@ -64,7 +65,7 @@ def hold(array):
     if buffer is not None:
         buffer.holders += 1
         return buffer
-    nbytes = owner.nbytes if isinstance(owner, _NUMPY_ARRAY) or hasattr(owner, "nbytes") else owner.size
+    nbytes = owner.nbytes if owner.__class__ is _NUMPY_ARRAY else _device_nbytes(raw, owner)
     device = array.device.name
     buffer = _HELD[id(owner)] = _Buffer(owner, nbytes, device)
     try:
@@ -124,6 +125,14 @@ def _numpy_owner(raw):
             owner = node
         node = getattr(node, "base", None)
     return owner
+
+
+def _device_nbytes(raw, owner):
+    """Bytes of a non-numpy buffer: those of the array that owns it (``raw``'s base, or ``raw``)."""
+    if isinstance(owner, _NUMPY_ARRAY):
+        return owner.nbytes
+    base = getattr(raw, "base", None)
+    return (raw if base is None else base).nbytes
 
 
 def _device_owner(raw):
