@@ -133,22 +133,32 @@ def owned_bytes(value):
     return held_bytes((value,))
 
 
-def held_bytes(values):
+def held_bytes(values, exclusive=False):
     """Bytes of the distinct buffers that ``values`` hold (arrays and their ops' saved arrays), each once.
+
+    With ``exclusive``, only the buffers that nothing else needle keeps refers to: the bytes
+    that freeing ``values`` would free (a view of an array outside them counts nothing).
 
     Example:
         >>> import needle as ndl
         >>> x = ndl.Tensor([1.0, 2.0, 3.0, 4.0])
-        >>> ndl.autograd.held_bytes([x, x.detach(), x + 1])
-        32
+        >>> y = x + 1
+        >>> ndl.autograd.held_bytes([x, x.detach(), y]), ndl.autograd.held_bytes([y, y.reshape((2, 2))], exclusive=True)
+        (32, 16)
+        >>> ndl.autograd.held_bytes([x.reshape((2, 2))], exclusive=True)  # x holds the buffer too
+        0
     """
-    buffers = {}
+    counts, seen_values, seen_ops = {}, set(), set()
     for value in values:
-        buffers.update(live_buffers.buffers_of(value._buffer))
+        if id(value) in seen_values:
+            continue
+        seen_values.add(id(value))
+        live_buffers.tally(value._buffer, counts)
         saved = getattr(value.op, "_saved_for_backward", None)
-        if saved is not None:
-            buffers.update(live_buffers.buffers_of(saved.tokens))
-    return sum(buffers.values())
+        if saved is not None and id(value.op) not in seen_ops:
+            seen_ops.add(id(value.op))
+            live_buffers.tally(saved.tokens, counts)
+    return live_buffers.tallied_bytes(counts, exclusive)
 
 
 def is_spent(value):

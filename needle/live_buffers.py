@@ -99,17 +99,26 @@ def release(token):
         BYTES_BY_DEVICE[token.device] -= token.nbytes
 
 
-def buffers_of(token):
-    """The distinct buffers behind a token, as ``{id(owner): nbytes}`` (for sizes of sets of values)."""
-    found = {}
+def tally(token, counts):
+    """Add the buffers behind ``token`` to ``counts`` (``{id(owner): [buffer, times seen]}``), for sizing sets of values."""
     if token is None:
-        return found
+        return
     for item in token if token.__class__ is tuple else (token,):
         if item.__class__ is tuple:
-            found.update(buffers_of(item))
+            tally(item, counts)
+            continue
+        entry = counts.get(id(item.owner))
+        if entry is None:
+            counts[id(item.owner)] = [item, 1]
         else:
-            found[id(item.owner)] = item.nbytes
-    return found
+            entry[1] += 1
+
+
+def tallied_bytes(counts, exclusive=False):
+    """Bytes of the tallied buffers; with ``exclusive``, only of those whose every holder was tallied."""
+    if exclusive:
+        return sum(buffer.nbytes for buffer, seen in counts.values() if seen >= buffer.holders)
+    return sum(buffer.nbytes for buffer, _ in counts.values())
 
 
 def held_buffer_count():

@@ -74,14 +74,11 @@ def retained_summary(finding: Finding) -> Optional[str]:
     spelled = "; ".join(viz.expression(root, within=within, outside=outside, depth=3) for root in roots[:2])
     if len(roots) > 2:
         spelled += f"; and {len(roots) - 2} more"
-    nbytes = sum(needle.autograd.owned_bytes(node) + _gradient_bytes(node) for node in mine)
-    nbytes += sum(_gradient_bytes(node) for node in constants)  # the batch itself may be held anyway
+    # NOTE: each buffer once, and only those nothing outside this iteration's graph holds (the
+    # data set a batch is a view of is not kept by the graph): what freeing it would free.
+    gradients = [node.grad for node in mine + constants if node.grad is not None]
+    nbytes = needle.autograd.held_bytes(mine + constants + gradients, exclusive=True)
     return f"each iteration keeps: {spelled} — {len(mine)} nodes, {_megabytes(nbytes)}"
-
-
-def _gradient_bytes(node):
-    grad = node.grad
-    return needle.autograd.owned_bytes(grad) if grad is not None else 0
 
 
 def explain(finding: Optional[Finding], path=None) -> str:
