@@ -14,13 +14,17 @@ in place (an optimizer step) advances the clock through :func:`mark_data_changed
 version counters do, at the cost of two integer stores per node.
 """
 import threading
+
+import numpy
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 
 from . import live_buffers
 from .backend_ndarray import NDArray
 from .grad_mode import GRAD_MODE, no_grad
-from .live_buffers import hold as _hold, hold_all as _hold_all, release as _release
+from .live_buffers import _HELD, forget as _forget, hold as _hold, hold_all as _hold_all, release as _release
+
+_NUMPY_ARRAY = numpy.ndarray
 
 LAZY_MODE = False
 
@@ -368,7 +372,12 @@ class Value:
                 if self._spent:
                     _SPENT_FREED += 1
             if buffer is not None:
-                _release(buffer)
+                if buffer.__class__ is list:  # NOTE: live_buffers.release, inlined for one buffer
+                    buffer[0] -= 1
+                    if not buffer[0]:
+                        _forget(buffer)
+                else:
+                    _release(buffer)
         except (AttributeError, NameError, TypeError):
             pass  # interpreter shutdown
 
@@ -441,7 +450,22 @@ def _fill(value, op, inputs, data, requires_grad):
     if data is None:
         value._buffer = None
     elif data.__class__ is NDArray:
-        value._buffer = _hold(data)
+        raw = data.raw
+        if raw.base is None and raw.__class__ is _NUMPY_ARRAY:
+            # NOTE: live_buffers.hold, inlined for the common case: a numpy array that owns its memory.
+            token = _HELD.get(id(raw))
+            if token is None:
+                nbytes = raw.nbytes
+                _HELD[id(raw)] = value._buffer = [1, nbytes, data.device.name, raw]
+                try:
+                    _BYTES_BY_DEVICE[data.device.name] += nbytes
+                except KeyError:
+                    _BYTES_BY_DEVICE[data.device.name] = nbytes
+            else:
+                token[0] += 1
+                value._buffer = token
+        else:
+            value._buffer = _hold(data)
     else:
         value._buffer = _hold_all(data)
 

@@ -35,19 +35,12 @@ import numpy
 _NUMPY_ARRAY = numpy.ndarray
 
 BYTES_BY_DEVICE = {"cpu": 0}  # device name -> bytes of the buffers held on it
-_HELD = {}  # id(owner) -> _Buffer, while the owner has holders
+_HELD = {}  # id(owner) -> its token, while the owner has holders
 
-
-class _Buffer:
-    """One held buffer: its owner (kept, so the identity stays valid), size, device and holder count."""
-
-    __slots__ = ("owner", "nbytes", "device", "holders")
-
-    def __init__(self, owner, nbytes, device):
-        self.owner = owner
-        self.nbytes = nbytes
-        self.device = device
-        self.holders = 1
+# A token is one list per held buffer, [holders, nbytes, device name, owner] (the owner kept so
+# that its identity stays valid): a list, because making one is the cheapest thing Python does
+# after a tuple, and every graph node makes or finds one.
+HOLDERS, NBYTES, DEVICE, OWNER = range(4)
 
 
 def hold(array):
@@ -61,18 +54,18 @@ def hold(array):
             owner = _numpy_owner(raw)
     else:
         owner = _device_owner(raw)
-    buffer = _HELD.get(id(owner))
-    if buffer is not None:
-        buffer.holders += 1
-        return buffer
+    token = _HELD.get(id(owner))
+    if token is not None:
+        token[0] += 1
+        return token
     nbytes = owner.nbytes if owner.__class__ is _NUMPY_ARRAY else _device_nbytes(raw, owner)
     device = array.device.name
-    buffer = _HELD[id(owner)] = _Buffer(owner, nbytes, device)
+    token = _HELD[id(owner)] = [1, nbytes, device, owner]
     try:
         BYTES_BY_DEVICE[device] += nbytes
     except KeyError:
         BYTES_BY_DEVICE[device] = nbytes
-    return buffer
+    return token
 
 
 def hold_all(data):
@@ -91,12 +84,17 @@ def release(token):
         for item in token:
             release(item)
         return
-    token.holders -= 1
-    if not token.holders:
-        key = id(token.owner)
-        if _HELD.get(key) is token:
-            del _HELD[key]
-        BYTES_BY_DEVICE[token.device] -= token.nbytes
+    token[0] -= 1
+    if not token[0]:
+        forget(token)
+
+
+def forget(token):
+    """Uncount a buffer whose last holder has let go (its holder count is 0): for inlined releases."""
+    key = id(token[3])
+    if _HELD.get(key) is token:
+        del _HELD[key]
+    BYTES_BY_DEVICE[token[2]] -= token[1]
 
 
 def tally(token, counts):
@@ -107,9 +105,9 @@ def tally(token, counts):
         if item.__class__ is tuple:
             tally(item, counts)
             continue
-        entry = counts.get(id(item.owner))
+        entry = counts.get(id(item[OWNER]))
         if entry is None:
-            counts[id(item.owner)] = [item, 1]
+            counts[id(item[OWNER])] = [item, 1]
         else:
             entry[1] += 1
 
@@ -117,8 +115,8 @@ def tally(token, counts):
 def tallied_bytes(counts, exclusive=False):
     """Bytes of the tallied buffers; with ``exclusive``, only of those whose every holder was tallied."""
     if exclusive:
-        return sum(buffer.nbytes for buffer, seen in counts.values() if seen >= buffer.holders)
-    return sum(buffer.nbytes for buffer, _ in counts.values())
+        return sum(token[NBYTES] for token, seen in counts.values() if seen >= token[HOLDERS])
+    return sum(token[NBYTES] for token, _ in counts.values())
 
 
 def held_buffer_count():
