@@ -45,7 +45,7 @@ def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
                 "past iteration's graph stays reachable through it."
             )
             fix = accumulation_fix(source_of(finding.site), finding.scalar)
-        return f"{head}\n  {describe_site(finding.site)}\n  {why}{_kept(finding)}\n  Fix: {fix}"
+        return f"{head}\n  {describe_site(finding.site)}\n  {why}{_kept(finding, nbytes)}\n  Fix: {fix}"
     if finding.kind == CONTAINER:
         where = describe_site(finding.site) if finding.site else "(the line that adds to it was not found)"
         made = f"\n  The tensors are made at {describe_site(finding.created_site)}" if finding.created_site else ""
@@ -53,21 +53,22 @@ def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
         holder = f"The container `{name}`" if name else "A container"
         return (
             f"{head}\n  {where}\n  {holder} holds a tensor with its whole graph from every iteration.{made}"
-            f"{_kept(finding)}\n"
+            f"{_kept(finding, nbytes)}\n"
             f"  Fix: {container_fix(adding, finding.scalar)}"
         )
     return (
         f"{head}\n  The retained graphs are made at {describe_site(finding.site)}\n"
-        f"  Something outside the loop keeps a reference to them.{_kept(finding)}\n"
+        f"  Something outside the loop keeps a reference to them.{_kept(finding, nbytes)}\n"
         "  Fix: keep `.detach()`ed tensors or Python numbers (`float(t.numpy())`) across iterations."
     )
 
 
-def _kept(finding):
-    """The line that spells one iteration's retained graph (``monitor.explain()`` draws it)."""
+def _kept(finding, nbytes):
+    """The line that spells one iteration's retained graph (``monitor.explain()`` draws it), with
+    ``nbytes``, the measured growth of live bytes it stands for."""
     from .retained import retained_summary
 
-    summary = retained_summary(finding)
+    summary = retained_summary(finding, nbytes)
     return f"\n  {summary} (monitor.explain() shows the chain)" if summary else ""
 
 

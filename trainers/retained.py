@@ -57,13 +57,15 @@ def _iteration_graph(finding: Finding):
     return roots, mine, constants
 
 
-def retained_summary(finding: Finding) -> Optional[str]:
+def retained_summary(finding: Finding, nbytes: Optional[float] = None) -> Optional[str]:
     """One line spelling one iteration's retained graph, with its size, or None without nodes.
 
     E.g. ``each iteration keeps: EWiseAdd(<previous total_loss>, SoftmaxCrossEntropy(…)) — 5 nodes, 35 KB``:
-    the graph nodes one iteration made that stay alive, and the bytes of their arrays and
-    gradients. (A carried graph also makes each backward() longer, and the gradient graphs it
-    builds larger; those are counted in the warning's growth figure, not here.)
+    the graph nodes one iteration made that stay alive, and ``nbytes``. The warning passes the
+    measured growth of live bytes per kept iteration, so that both of its figures are the memory's
+    growth (for a carried graph that includes the larger gradient graphs each backward through
+    it builds); without it, the bytes of the buffers that only this graph and its gradients
+    hold, each once.
     """
     if not finding.retained_nodes:
         return None
@@ -75,9 +77,11 @@ def retained_summary(finding: Finding) -> Optional[str]:
     if len(roots) > 2:
         spelled += f"; and {len(roots) - 2} more"
     # NOTE: each buffer once, and only those nothing outside this iteration's graph holds (the
-    # data set a batch is a view of is not kept by the graph): what freeing it would free.
-    gradients = [node.grad for node in mine + constants if node.grad is not None]
-    nbytes = needle.autograd.held_bytes(mine + constants + gradients, exclusive=True)
+    # data set a batch is a view of is not kept by the graph). A batch the loop keeps itself
+    # (a list of batches made up front) is counted here although the graph does not keep it.
+    if nbytes is None:
+        gradients = [node.grad for node in mine + constants if node.grad is not None]
+        nbytes = needle.autograd.held_bytes(mine + constants + gradients, exclusive=True)
     return f"each iteration keeps: {spelled} — {len(mine)} nodes, {_megabytes(nbytes)}"
 
 

@@ -57,3 +57,17 @@ def test_both_figures_are_the_live_bytes_growth_per_iteration(keep, backward_kwa
     kept = nbytes(re.search(r"nodes, ([\d.]+ [KMG]?B)", summary).group(1))
     assert warned == pytest.approx(growth, rel=0.1)
     assert kept == pytest.approx(growth, rel=0.1), summary
+
+
+@pytest.mark.parametrize("keep", ["sum", "list"])
+@pytest.mark.parametrize("backward_kwargs", [{}, {"create_graph": False}], ids=["backward()", "create_graph=False"])
+def test_explain_sizes_the_retained_graph_from_its_own_buffers(keep, backward_kwargs, capsys):
+    # Without the warning's measured growth, explain() counts the buffers only that iteration's
+    # graph and its gradients hold, each once: the same figure for a loop that makes fresh batches.
+    _, monitor = leaky_loop(keep, backward_kwargs)
+    history = list(monitor.history)
+    growth = (history[-1].live_bytes - history[5].live_bytes) / (len(history) - 1 - 5)
+    text = monitor.explain()
+    capsys.readouterr()
+    summary = next(line for line in text.splitlines() if "each iteration keeps:" in line)
+    assert nbytes(re.search(r"nodes, ([\d.]+ [KMG]?B)", summary).group(1)) == pytest.approx(growth, rel=0.1), summary
