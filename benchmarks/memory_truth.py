@@ -8,8 +8,8 @@ the ratio of needle's growth per iteration to each real growth; 1.00 is the trut
 
     PYTHONPATH=. python benchmarks/memory_truth.py [--steps N]
 
-The models are small but their arrays dominate the Python objects of their graphs (about
-0.1-0.3 KB a node that no array counter sees), as in real training. tests/test_memory_truth.py
+The models are small but their arrays outweigh the Python objects of their graphs (a few
+hundred bytes a node, which no array counter sees), as in real training. tests/test_memory_truth.py
 asserts the tracemalloc ratio for every model and backward path from the same loops.
 """
 import argparse
