@@ -22,7 +22,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from . import live_buffers
 from .backend_ndarray import NDArray
 from .grad_mode import GRAD_MODE, no_grad
-from .live_buffers import _HELD, forget as _forget, hold as _hold, hold_all as _hold_all, release as _release
+from .live_buffers import _HELD, hold as _hold, hold_all as _hold_all, release as _release
 
 _NUMPY_ARRAY = numpy.ndarray
 
@@ -375,7 +375,10 @@ class Value:
                 if buffer.__class__ is list:  # NOTE: live_buffers.release, inlined for one buffer
                     buffer[0] -= 1
                     if not buffer[0]:
-                        _forget(buffer)
+                        popped = _HELD.pop(id(buffer[3]), None)
+                        if popped is not buffer and popped is not None:
+                            _HELD[id(buffer[3])] = popped  # another thread's token for the key: it stays
+                        _BYTES_BY_DEVICE[buffer[2]] -= buffer[1]
                 else:
                     _release(buffer)
         except (AttributeError, NameError, TypeError):
@@ -456,11 +459,12 @@ def _fill(value, op, inputs, data, requires_grad):
             token = _HELD.get(id(raw))
             if token is None:
                 nbytes = raw.nbytes
-                _HELD[id(raw)] = value._buffer = [1, nbytes, data.device.name, raw]
+                device = data.device.name
+                _HELD[id(raw)] = value._buffer = [1, nbytes, device, raw]
                 try:
-                    _BYTES_BY_DEVICE[data.device.name] += nbytes
+                    _BYTES_BY_DEVICE[device] += nbytes
                 except KeyError:
-                    _BYTES_BY_DEVICE[data.device.name] = nbytes
+                    _BYTES_BY_DEVICE[device] = nbytes
             else:
                 token[0] += 1
                 value._buffer = token
