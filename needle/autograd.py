@@ -14,11 +14,17 @@ in place (an optimizer step) advances the clock through :func:`mark_data_changed
 version counters do, at the cost of two integer stores per node.
 """
 import threading
+
+import numpy
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 
+from . import live_buffers
 from .backend_ndarray import NDArray
 from .grad_mode import GRAD_MODE, no_grad
+from .live_buffers import _HELD, hold as _hold, hold_all as _hold_all, release as _release
+
+_NUMPY_ARRAY = numpy.ndarray
 
 LAZY_MODE = False
 
@@ -30,7 +36,7 @@ _NODES_FREED = 0
 _BACKWARD_CALLS = 0
 _SPENT_MARKED = 0  # graph nodes that some backward() has traversed ("spent"), cumulative
 _SPENT_FREED = 0
-_BYTES_BY_DEVICE: Dict[str, int] = {"cpu": 0}
+_BYTES_BY_DEVICE: Dict[str, int] = live_buffers.BYTES_BY_DEVICE  # per buffer: see needle.live_buffers
 
 # ---- the data clock: advanced by every change of a value's array after it was made ------------
 _DATA_CLOCK = 0
@@ -82,14 +88,16 @@ class GraphSnapshot(NamedTuple):
 
     @property
     def live_bytes(self):
-        """Bytes held by live arrays over all devices."""
+        """Bytes of the buffers needle holds, over all devices: each buffer once (see :func:`snapshot`)."""
         return sum(self.bytes_by_device.values())
 
 
 def snapshot():
     """Read every graph counter at once, in O(1).
 
-    Bytes are those of arrays that live Values own (views, such as a reshape, count nothing).
+    Bytes are counted per buffer (the memory an array and its views share), each buffer once
+    while anything needle keeps refers to it: a live Value's array, a view of it, or an array
+    an op saved for its backward pass (:mod:`needle.live_buffers`).
 
     Example:
         >>> import needle as ndl
@@ -114,19 +122,47 @@ def snapshot():
     )
 
 
-def _owned_bytes(data):
-    """Bytes of the buffers ``data`` owns: 0 for views, the sum for a tuple."""
-    if data.__class__ is NDArray:
-        raw = data.raw
-        return raw.nbytes if raw.base is None else 0
-    if isinstance(data, tuple):
-        return sum(_owned_bytes(item) for item in data)
-    return 0
-
-
 def owned_bytes(value):
-    """Bytes of the array buffers that ``value`` owns (a view, such as a reshape, owns none)."""
-    return _owned_bytes(value.cached_data) if value.cached_data is not None else 0
+    """Bytes of the buffers ``value`` holds: its array's (a view's whole buffer) and its op's saved arrays.
+
+    Each buffer counts once, even where other values share it; :func:`held_bytes` sizes a set
+    of values without counting their shared buffers twice.
+
+    Example:
+        >>> import needle as ndl
+        >>> x = ndl.Tensor([1.0, 2.0, 3.0, 4.0])
+        >>> ndl.autograd.owned_bytes(x), ndl.autograd.owned_bytes(x.reshape((2, 2)))
+        (16, 16)
+    """
+    return held_bytes((value,))
+
+
+def held_bytes(values, exclusive=False):
+    """Bytes of the distinct buffers that ``values`` hold (arrays and their ops' saved arrays), each once.
+
+    With ``exclusive``, only the buffers that nothing else needle keeps refers to: the bytes
+    that freeing ``values`` would free (a view of an array outside them counts nothing).
+
+    Example:
+        >>> import needle as ndl
+        >>> x = ndl.Tensor([1.0, 2.0, 3.0, 4.0])
+        >>> y = x + 1
+        >>> ndl.autograd.held_bytes([x, x.detach(), y]), ndl.autograd.held_bytes([y, y.reshape((2, 2))], exclusive=True)
+        (32, 16)
+        >>> ndl.autograd.held_bytes([x.reshape((2, 2))], exclusive=True)  # x holds the buffer too
+        0
+    """
+    counts, seen_values, seen_ops = {}, set(), set()
+    for value in values:
+        if id(value) in seen_values:
+            continue
+        seen_values.add(id(value))
+        live_buffers.tally(value._buffer, counts)
+        saved = getattr(value.op, "_saved_for_backward", None)
+        if saved is not None and id(value.op) not in seen_ops:
+            seen_ops.add(id(value.op))
+            live_buffers.tally(saved.tokens, counts)
+    return live_buffers.tallied_bytes(counts, exclusive)
 
 
 def is_spent(value):
@@ -144,20 +180,47 @@ def is_spent(value):
     return value._spent
 
 
-def _device_name(data):
-    if data.__class__ is NDArray:
-        return data.device.name
-    if isinstance(data, tuple) and data:
-        return _device_name(data[0])
-    return "cpu"
-
-
 # ---- operators ------------------------------------------------------------------------------
 class Op:
-    """An operator: ``compute`` does array math, ``gradient`` gives adjoints as Tensor ops."""
+    """An operator: ``compute`` does array math, ``gradient`` gives adjoints as Tensor ops.
+
+    An op that keeps arrays for its backward pass keeps them with :meth:`save_for_backward`,
+    so that the live-memory counters see them.
+    """
+
+    _saved_for_backward = None  # a SavedArrays once save_for_backward is called
 
     def __call__(self, *args):
         raise NotImplementedError()
+
+    def save_for_backward(self, *arrays):
+        """Keep NDArrays (or None) for the backward pass, replacing what was saved before.
+
+        They count in ``snapshot().live_bytes``, per buffer like every array needle holds,
+        until :meth:`release_saved` or until the op (and so its node) is freed.
+
+        Example:
+            >>> import needle as ndl
+            >>> from needle.backend_ndarray import NDArray
+            >>> op, before = ndl.autograd.Op(), ndl.autograd.snapshot().live_bytes
+            >>> op.save_for_backward(NDArray([1.0, 2.0]), None)
+            >>> ndl.autograd.snapshot().live_bytes - before, len(op.saved_arrays)
+            (8, 2)
+            >>> op.release_saved()
+            >>> ndl.autograd.snapshot().live_bytes - before, op.saved_arrays
+            (0, ())
+        """
+        self._saved_for_backward = SavedArrays(arrays)
+
+    @property
+    def saved_arrays(self) -> tuple:
+        """What :meth:`save_for_backward` kept, in its order; ``()`` when nothing is saved."""
+        saved = self._saved_for_backward
+        return () if saved is None else saved.arrays
+
+    def release_saved(self):
+        """Drop the saved arrays (an op whose first backward uses them up)."""
+        self._saved_for_backward = None
 
     def compute(self, *args: Tuple[NDArray]):
         """Compute the output from input arrays (NDArrays)."""
@@ -189,6 +252,29 @@ class Op:
         with no_grad():
             grads = self.gradient_as_tuple(out_grad_value, node)
         return tuple(None if g is None else g.realize_cached_data() for g in grads)
+
+
+class SavedArrays:
+    """Arrays an op keeps for its backward pass: their buffers are held while this object lives."""
+
+    __slots__ = ("arrays", "tokens")
+
+    def __init__(self, arrays):
+        for position, array in enumerate(arrays):
+            if array is not None and array.__class__ is not NDArray and not isinstance(array, NDArray):
+                raise TypeError(
+                    f"save_for_backward: argument {position} is {type(array).__name__}, not an NDArray: "
+                    "wrap a raw array first, e.g. NDArray.wrap(raw, device)"
+                )
+        self.arrays = tuple(arrays)
+        self.tokens = tuple(_hold(array) for array in arrays if array is not None)
+
+    def __del__(self):
+        try:
+            for token in self.tokens:
+                _release(token)
+        except (AttributeError, NameError, TypeError):
+            pass  # never initialised, or interpreter shutdown
 
 
 class TensorOp(Op):
@@ -253,8 +339,7 @@ class Value:
         "cached_data",  # the array (NDArray, or a tuple of them for a TensorTuple)
         "requires_grad",  # whether backward computes a gradient for this value
         "grad",  # the gradient after backward()
-        "_nbytes",  # bytes this value added to the live-memory counter
-        "_memory_device",  # which device's counter those bytes went to
+        "_buffer",  # the live_buffers token of the buffers its array holds (None without data)
         "_spent",  # True once a backward() has traversed this node
         "_data_set_at",  # the data clock when this value's array was last set (made or changed)
         "_computed_at",  # graph nodes only: the data clock when the array was computed from the inputs
@@ -274,18 +359,10 @@ class Value:
             requires_grad = any(x.requires_grad for x in inputs)
         _fill(self, op, inputs, cached_data, requires_grad)
 
-    def _count_bytes(self, data):
-        nbytes = _owned_bytes(data)
-        if nbytes:
-            device = _device_name(data)
-            self._nbytes = nbytes
-            self._memory_device = device
-            _BYTES_BY_DEVICE[device] = _BYTES_BY_DEVICE.get(device, 0) + nbytes
-
     def __del__(self):
         global TENSOR_COUNTER, _NODES_FREED, _SPENT_FREED
         try:
-            nbytes = self._nbytes
+            buffer = self._buffer
         except (AttributeError, NameError):
             return  # never initialised
         try:
@@ -294,8 +371,16 @@ class Value:
                 _NODES_FREED += 1
                 if self._spent:
                     _SPENT_FREED += 1
-            if nbytes:
-                _BYTES_BY_DEVICE[self._memory_device] -= nbytes
+            if buffer is not None:
+                if buffer.__class__ is list:  # NOTE: live_buffers.release, inlined for one buffer
+                    buffer[0] -= 1
+                    if not buffer[0]:
+                        popped = _HELD.pop(id(buffer[3]), None)
+                        if popped is not buffer and popped is not None:
+                            _HELD[id(buffer[3])] = popped  # another thread's token for the key: it stays
+                        _BYTES_BY_DEVICE[buffer[2]] -= buffer[1]
+                else:
+                    _release(buffer)
         except (AttributeError, NameError, TypeError):
             pass  # interpreter shutdown
 
@@ -310,11 +395,11 @@ class Value:
         return self.cached_data
 
     def _set_cached_data(self, data):
-        if self._nbytes:
-            _BYTES_BY_DEVICE[self._memory_device] -= self._nbytes
-            self._nbytes = 0
+        previous, self._buffer = self._buffer, None
         self.cached_data = data
-        self._count_bytes(data)
+        if data is not None:
+            self._buffer = _hold(data) if data.__class__ is NDArray else _hold_all(data)
+        _release(previous)
 
     def _replace_data(self, data):
         """Give this value a new array: graphs that used the old one can no longer be differentiated."""
@@ -365,21 +450,28 @@ def _fill(value, op, inputs, data, requires_grad):
     value.grad = None
     value._spent = False
     value.cached_data = data
-    value._nbytes = 0
     if data is None:
-        return
-    if data.__class__ is NDArray:
+        value._buffer = None
+    elif data.__class__ is NDArray:
         raw = data.raw
-        if raw.base is None and raw.nbytes:
-            device = data.device.name
-            value._nbytes = raw.nbytes
-            value._memory_device = device
-            try:
-                _BYTES_BY_DEVICE[device] += raw.nbytes
-            except KeyError:
-                _BYTES_BY_DEVICE[device] = raw.nbytes
+        if raw.base is None and raw.__class__ is _NUMPY_ARRAY:
+            # NOTE: live_buffers.hold, inlined for the common case: a numpy array that owns its memory.
+            token = _HELD.get(id(raw))
+            if token is None:
+                nbytes = raw.nbytes
+                device = data.device.name
+                _HELD[id(raw)] = value._buffer = [1, nbytes, device, raw]
+                try:
+                    _BYTES_BY_DEVICE[device] += nbytes
+                except KeyError:
+                    _BYTES_BY_DEVICE[device] = nbytes
+            else:
+                token[0] += 1
+                value._buffer = token
+        else:
+            value._buffer = _hold(data)
     else:
-        value._count_bytes(data)
+        value._buffer = _hold_all(data)
 
 
 def _unrealized_in_topo_order(root):
@@ -508,6 +600,7 @@ __all__ = [
     "remove_node_observer",
     "compute_gradient_of_variables",
     "find_topo_sort",
+    "held_bytes",
     "is_spent",
     "mark_data_changed",
     "owned_bytes",

@@ -22,7 +22,7 @@ import weakref
 
 import numpy
 
-from . import autograd
+from . import autograd, live_buffers
 from .backend_ndarray import NDArray
 from .tensor import Tensor
 
@@ -48,7 +48,9 @@ def realized_count() -> int:
 class DeferredGradient(Tensor):
     """A constant's ``.grad`` whose array is computed from ``function(*arrays)`` when first needed."""
 
-    __slots__ = ("_recipe", "_known_shape", "_known_dtype")
+    __slots__ = ("_recipe", "_known_shape", "_known_dtype", "_recipe_buffers")
+    # NOTE: the arrays of the recipe are held in the live-bytes counters (``_recipe_buffers``)
+    # until the value is computed or the gradient is freed: they are memory this gradient keeps.
 
     @classmethod
     def of(cls, function, arrays, shape, dtype, extra=()) -> "DeferredGradient":
@@ -61,6 +63,7 @@ class DeferredGradient(Tensor):
         value._recipe = (function, tuple(arrays), tuple(extra))
         value._known_shape = tuple(shape)
         value._known_dtype = numpy.dtype(dtype)
+        value._recipe_buffers = live_buffers.hold_all(tuple(arrays))
         _PENDING.add(value)
         return value
 
@@ -73,6 +76,7 @@ class DeferredGradient(Tensor):
             self._recipe = None  # the arrays are no longer needed
             _PENDING.discard(self)
             self._set_cached_data(data)
+            self._release_recipe_buffers()
             _REALIZED += 1
         return data
 
@@ -83,6 +87,14 @@ class DeferredGradient(Tensor):
     @property
     def dtype(self):
         return self._known_dtype if self.cached_data is None else self.cached_data.dtype
+
+    def _release_recipe_buffers(self):
+        token, self._recipe_buffers = getattr(self, "_recipe_buffers", None), None
+        live_buffers.release(token)
+
+    def __del__(self):
+        self._release_recipe_buffers()
+        super().__del__()
 
     def is_pending(self) -> bool:
         """Whether the value has not been computed yet."""
@@ -114,6 +126,8 @@ def keep_values_before_update(raw_arrays) -> None:
             kept.append(array)
         if copied:
             value._recipe = (function, tuple(kept), extra)
+            previous, value._recipe_buffers = value._recipe_buffers, live_buffers.hold_all(tuple(kept))
+            live_buffers.release(previous)
             _PENDING.discard(value)
 
 

@@ -20,7 +20,12 @@ class EmbeddingLookup(TensorOp):
     """
 
     def __init__(self, indices: NDArray):
-        self.indices = indices
+        self.save_for_backward(indices)
+
+    @property
+    def indices(self) -> NDArray:
+        """The integer indices (saved for the backward pass)."""
+        return self.saved_arrays[0]
 
     def compute(self, weight: NDArray):
         return NDArray.wrap(weight.raw[self.indices.raw], weight.device)
@@ -36,8 +41,13 @@ class EmbeddingGradient(TensorOp):
     """EmbeddingLookup's adjoint: ``out_grad`` rows summed into a (num_embeddings, dim) array; linear, so its own gradient is the lookup."""
 
     def __init__(self, indices: NDArray, weight_shape):
-        self.indices = indices
+        self.save_for_backward(indices)
         self.weight_shape = tuple(weight_shape)
+
+    @property
+    def indices(self) -> NDArray:
+        """The integer indices (saved, for its own gradient)."""
+        return self.saved_arrays[0]
 
     def compute(self, out_grad: NDArray):
         return _scatter_rows(out_grad, self.indices, self.weight_shape)

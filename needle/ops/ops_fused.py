@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
+from ..backend_ndarray.fused import SoftmaxCrossEntropySaved
 from ..deferred import deferred_product, is_deferrable
 from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
@@ -96,8 +97,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 class SoftmaxCrossEntropy(TensorOp):
     """Mean over the batch of ``logsumexp(logits) - logits[label]``; labels are integer class ids.
 
-    The forward keeps the device routine's ``SoftmaxCrossEntropySaved`` (see
-    :mod:`needle.backend_ndarray.fused`) for the first backward, which uses it up.
+    The forward saves the device routine's ``SoftmaxCrossEntropySaved`` arrays (see
+    :mod:`needle.backend_ndarray.fused`) for the first backward, which uses them up.
     """
 
     def compute(self, logits: NDArray, labels: NDArray):
@@ -110,16 +111,17 @@ class SoftmaxCrossEntropy(TensorOp):
         loss, saved = device.fused.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
         # NOTE: saved (batch x classes, small) feeds the fast backward path; the first backward
         # turns it into the gradient in place, a later one recomputes it.
-        self._saved = saved
+        self.save_for_backward(*(NDArray.wrap(array, device) for array in (saved.exp_shifted, saved.totals, saved.label_ids)))
         return NDArray.wrap(loss, device)
 
     def gradient(self, out_grad, node):
         logits, labels = node.inputs
-        saved, self._saved = getattr(self, "_saved", None), None
+        saved = self.saved_arrays
+        self.release_saved()
         return SoftmaxCrossEntropyGradient(saved)(logits, labels, out_grad), None
 
     def gradient_data(self, out_grad, node):
-        saved, self._saved = getattr(self, "_saved", None), None
+        saved = _take_saved(self)
         logits, labels = node.inputs
         return _cross_entropy_gradient(saved, logits.realize_cached_data(), labels.realize_cached_data(), out_grad), None
 
@@ -127,15 +129,16 @@ class SoftmaxCrossEntropy(TensorOp):
 class SoftmaxCrossEntropyGradient(TensorOp):
     """``out_grad * (softmax(logits) - one_hot(labels)) / batch``: SoftmaxCrossEntropy's gradient as one node.
 
-    ``saved`` is what the forward computed (the exponentials and their row sums); the gradient
-    is made from it in place, or from scratch when there is none.
+    ``saved`` is what the forward saved (the exponentials, their row sums and the label ids, as
+    NDArrays); the gradient is made from it in place, or from scratch when there is none.
     """
 
-    def __init__(self, saved=None):
-        self._saved = saved
+    def __init__(self, saved=()):
+        if saved:
+            self.save_for_backward(*saved)
 
     def compute(self, logits: NDArray, labels: NDArray, out_grad: NDArray):
-        saved, self._saved = self._saved, None
+        saved = _take_saved(self)
         return _cross_entropy_gradient(saved, logits, labels, out_grad)
 
     def gradient(self, adjoint, node):
@@ -150,6 +153,15 @@ class SoftmaxCrossEntropyGradient(TensorOp):
         one_hot = _one_hot_tensor(labels, classes, logits)
         grad_out_grad = reshape(summation(adjoint * (softmax - one_hot)) / batch, out_grad.shape)
         return grad_logits, None, grad_out_grad
+
+
+def _take_saved(op):
+    """The cross-entropy arrays ``op`` saved, as the device routines' ``SoftmaxCrossEntropySaved``, released from ``op``; None if none."""
+    arrays = op.saved_arrays
+    if not arrays:
+        return None
+    op.release_saved()
+    return SoftmaxCrossEntropySaved(*(array.raw for array in arrays))
 
 
 def _cross_entropy_gradient(saved, logits: NDArray, labels: NDArray, out_grad: NDArray):

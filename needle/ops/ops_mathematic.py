@@ -320,7 +320,12 @@ class ReLUBackward(TensorOp):
     """
 
     def __init__(self, relu_output: NDArray):
-        self.relu_output = relu_output
+        self.save_for_backward(relu_output)
+
+    @property
+    def relu_output(self) -> NDArray:
+        """The ReLU's output (saved)."""
+        return self.saved_arrays[0]
 
     def compute(self, out_grad: NDArray):
         device = out_grad.device

@@ -106,7 +106,7 @@ class LSTMCellOp(_FusedOp):
     """One LSTM step: ``(x, h, c, W_ih, W_hh[, bias]) -> (h_next, c_next)``, gates in PyTorch's order (i, f, g, o).
 
     ``gates = x @ W_ih + h @ W_hh + bias``; ``c_next = f * c + i * g``; ``h_next = o * tanh(c_next)``,
-    with i, f, o through the logistic function and g through tanh. The activations are kept on
+    with i, f, o through the logistic function and g through tanh. The activations are saved on
     the op (one op per step) for the backward pass.
     """
 
@@ -116,13 +116,16 @@ class LSTMCellOp(_FusedOp):
         gates += h.raw @ weight_hh.raw
         if bias is not None:
             gates += bias.raw.reshape(-1)
-        self.activated, c_next, self.tanh_c, h_next = _activate_gates(gates, c.raw, x.device.xp)
-        return NDArray.wrap(h_next, x.device), NDArray.wrap(c_next, x.device)
+        activated, c_next, tanh_c, h_next = _activate_gates(gates, c.raw, x.device.xp)
+        device = x.device
+        self.save_for_backward(NDArray.wrap(activated, device), NDArray.wrap(tanh_c, device))
+        return NDArray.wrap(h_next, device), NDArray.wrap(c_next, device)
 
     def input_adjoints(self, out_grads, inputs, needed):
         x, h, c, weight_ih, weight_hh = inputs[:5]
-        grad_gates = x.device.xp.empty_like(self.activated)
-        grad_c = _gate_adjoints(self.activated, self.tanh_c, c.raw, out_grads[0].raw, out_grads[1].raw, grad_gates)
+        activated, tanh_c = (array.raw for array in self.saved_arrays)
+        grad_gates = x.device.xp.empty_like(activated)
+        grad_c = _gate_adjoints(activated, tanh_c, c.raw, out_grads[0].raw, out_grads[1].raw, grad_gates)
         products = [
             lambda: grad_gates @ weight_ih.raw.T,
             lambda: grad_gates @ weight_hh.raw.T,
@@ -185,8 +188,8 @@ class LSTMLayerOp(_FusedOp):
             _, cells[t], tanh_cells[t], output[t] = _activate_gates(gates, c, xp)
             h, c = output[t], cells[t]
         # NOTE: ``projected`` now holds the activated gates, which the backward pass needs.
-        self.activated, self.cells, self.tanh_cells, self.output = projected, cells, tanh_cells, output
         device = X.device
+        self.save_for_backward(*(NDArray.wrap(array, device) for array in (projected, cells, tanh_cells, output)))
         return NDArray.wrap(output, device), NDArray.wrap(h.copy(), device), NDArray.wrap(c.copy(), device)
 
     def input_adjoints(self, out_grads, inputs, needed):
@@ -196,17 +199,18 @@ class LSTMLayerOp(_FusedOp):
         hidden = h0.shape[-1]
         grad_output = out_grads[0].raw
         grad_h, grad_c = out_grads[1].raw, out_grads[2].raw
-        grad_gates = xp.empty_like(self.activated)
+        activated, cells, tanh_cells, output = (array.raw for array in self.saved_arrays)
+        grad_gates = xp.empty_like(activated)
         w_hh_t = weight_hh.raw.T
         for t in reversed(range(steps)):
             grad_h = grad_h + grad_output[t]
-            c_prev = self.cells[t - 1] if t > 0 else c0.raw
-            grad_c = _gate_adjoints(self.activated[t], self.tanh_cells[t], c_prev, grad_h, grad_c, grad_gates[t])
+            c_prev = cells[t - 1] if t > 0 else c0.raw
+            grad_c = _gate_adjoints(activated[t], tanh_cells[t], c_prev, grad_h, grad_c, grad_gates[t])
             grad_h = grad_gates[t] @ w_hh_t
         flat_grads = grad_gates.reshape(steps * batch, 4 * hidden)
 
         def grad_weight_hh():
-            previous = xp.concatenate([h0.raw[None], self.output[:-1]]).reshape(steps * batch, hidden)
+            previous = xp.concatenate([h0.raw[None], output[:-1]]).reshape(steps * batch, hidden)
             return previous.T @ flat_grads
 
         products = [
@@ -277,15 +281,16 @@ class RNNLayerOp(_FusedOp):
             else:
                 xp.maximum(pre_activation, 0, out=pre_activation)
             h = pre_activation
-        self.output = output
-        return NDArray.wrap(output, X.device), NDArray.wrap(h.copy(), X.device)
+        output = NDArray.wrap(output, X.device)
+        self.save_for_backward(output)
+        return output, NDArray.wrap(h.copy(), X.device)
 
     def input_adjoints(self, out_grads, inputs, needed):
         X, h0, weight_ih, weight_hh = inputs[:4]
         xp = X.device.xp
         steps, batch, input_size = X.shape
         hidden = h0.shape[-1]
-        output, grad_output = self.output, out_grads[0].raw
+        output, grad_output = self.saved_arrays[0].raw, out_grads[0].raw
         grad_pre = xp.empty_like(output)
         grad_h, w_hh_t = out_grads[1].raw, weight_hh.raw.T
         for t in reversed(range(steps)):

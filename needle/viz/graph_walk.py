@@ -6,7 +6,7 @@ data stays so), no counter moves.
 from collections import Counter
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from ..autograd import Value, owned_bytes
+from ..autograd import Value, held_bytes
 from ..backward import find_topo_sort
 
 CHAIN_MIN_LENGTH = 5
@@ -179,7 +179,7 @@ def _chain_predecessor(node: Value, consumers) -> Optional[Value]:
 
 
 class GraphStats(NamedTuple):
-    """Size of a graph: nodes by kind, bytes its arrays own, and the longest input-to-output path."""
+    """Size of a graph: nodes by kind, bytes of its buffers, and the longest input-to-output path."""
 
     nodes: int
     by_kind: Dict[str, int]
@@ -191,7 +191,7 @@ def graph_stats(tensor: Value) -> GraphStats:
     """Count the graph that produced ``tensor``.
 
     ``by_kind`` counts each op class, plus ``Parameter``, ``leaf`` and ``const`` for leaves; ``bytes`` are those
-    of the arrays the nodes own (views own none); ``depth`` is the number of ops on the longest
+    of the buffers the nodes hold (arrays and ops' saved arrays), each buffer once; ``depth`` is the number of ops on the longest
     path from a leaf to ``tensor``.
 
     Example:
@@ -209,6 +209,6 @@ def graph_stats(tensor: Value) -> GraphStats:
     return GraphStats(
         nodes=len(order),
         by_kind=dict(Counter(node_kind(node) for node in order)),
-        bytes=sum(owned_bytes(node) for node in order),
+        bytes=held_bytes(order),
         depth=depth[id(tensor)],
     )

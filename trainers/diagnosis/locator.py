@@ -109,7 +109,7 @@ class LeakLocator:
                 tuple(stack),
                 reads_weight(node),
                 earlier,
-                autograd.owned_bytes(node),
+                autograd.held_bytes((node,), exclusive=True),  # the bytes it added: views and shared buffers add none
             )
         )
 

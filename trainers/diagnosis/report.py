@@ -54,7 +54,7 @@ def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
                 "past iteration's graph stays reachable through it."
             )
             fix = accumulation_fix(source_of(finding.site), finding.scalar)
-        return f"{head}\n  {describe_site(finding.site)}\n  {why}{_kept(finding)}\n  Fix: {fix}"
+        return f"{head}\n  {describe_site(finding.site)}\n  {why}{_kept(finding, nbytes)}\n  Fix: {fix}"
     if finding.kind == CONTAINER:
         where = describe_site(finding.site) if finding.site else "(the line that adds to it was not found)"
         made = f"\n  The tensors are made at {describe_site(finding.created_site)}" if finding.created_site else ""
@@ -62,19 +62,20 @@ def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
         holder = f"The container `{name}`" if name else "A container"
         return (
             f"{head}\n  {where}\n  {holder} holds a tensor with its whole graph from every iteration.{made}"
-            f"{_kept(finding)}\n"
+            f"{_kept(finding, nbytes)}\n"
             f"  Fix: {container_fix(adding, finding.scalar)}"
         )
     return (
         f"{head}\n  The retained graphs are made at {describe_site(finding.site)}\n"
-        f"  Something outside the loop keeps a reference to them.{_kept(finding)}\n"
+        f"  Something outside the loop keeps a reference to them.{_kept(finding, nbytes)}\n"
         "  Fix: keep `.detach()`ed tensors or Python numbers (`float(t.numpy())`) across iterations."
     )
 
 
-def _kept(finding):
-    """The line that spells one iteration's retained graph (``monitor.explain()`` draws it)."""
-    summary = retained_summary(finding)
+def _kept(finding, nbytes):
+    """The line that spells one iteration's retained graph (``monitor.explain()`` draws it), with
+    ``nbytes``, the measured growth of live bytes it stands for."""
+    summary = retained_summary(finding, nbytes)
     return f"\n  {summary} (monitor.explain() shows the chain)" if summary else ""
 
 
@@ -248,13 +249,15 @@ def _iteration_graph(finding: Finding):
     return roots, mine, constants
 
 
-def retained_summary(finding: Finding) -> Optional[str]:
+def retained_summary(finding: Finding, nbytes: Optional[float] = None) -> Optional[str]:
     """One line spelling one iteration's retained graph, with its size, or None without nodes.
 
     E.g. ``each iteration keeps: EWiseAdd(<previous total_loss>, SoftmaxCrossEntropy(…)) — 5 nodes, 35 KB``:
-    the graph nodes one iteration made that stay alive, and the bytes of their arrays and
-    gradients. (A carried graph also makes each backward() longer, and the gradient graphs it
-    builds larger; those are counted in the warning's growth figure, not here.)
+    the graph nodes one iteration made that stay alive, and ``nbytes``. The warning passes the
+    measured growth of live bytes per kept iteration, so that both of its figures are the memory's
+    growth (for a carried graph that includes the larger gradient graphs each backward through
+    it builds); without it, the bytes of the buffers that only this graph and its gradients
+    hold, each once.
     """
     if not finding.retained_nodes:
         return None
@@ -265,14 +268,14 @@ def retained_summary(finding: Finding) -> Optional[str]:
     spelled = "; ".join(viz.expression(root, within=within, outside=outside, depth=3) for root in roots[:2])
     if len(roots) > 2:
         spelled += f"; and {len(roots) - 2} more"
-    nbytes = sum(needle.autograd.owned_bytes(node) + _gradient_bytes(node) for node in mine)
-    nbytes += sum(_gradient_bytes(node) for node in constants)  # the batch itself may be held anyway
+    # NOTE: each buffer once, and only those nothing outside this iteration's graph holds (the
+    # data set a batch is a view of is not kept by the graph). A batch the loop keeps itself
+    # (a list of batches made up front) is counted here although the graph does not keep it.
+    if nbytes is None:
+        gradients = [node.grad for node in mine + constants if node.grad is not None]
+        nbytes = needle.autograd.held_bytes(mine + constants + gradients, exclusive=True)
     return f"each iteration keeps: {spelled} — {len(mine)} nodes, {megabytes(nbytes)}"
 
-
-def _gradient_bytes(node):
-    grad = node.grad
-    return needle.autograd.owned_bytes(grad) if grad is not None else 0
 
 
 def explain(finding: Optional[Finding], path=None) -> str:
