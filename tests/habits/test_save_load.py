@@ -11,7 +11,7 @@ from needle import serialization
 def test_a_model_and_its_optimizer_round_trip(tmp_path):
     model = ndl.nn.Sequential(ndl.nn.Linear(3, 4), ndl.nn.BatchNorm1d(4), ndl.nn.Linear(4, 2))
     opt = ndl.optim.Adam(model.parameters(), lr=0.01)
-    loss = ndl.nn.CrossEntropyLoss()(model(ndl.Tensor(np.random.randn(5, 3))), ndl.Tensor([0, 1, 0, 1, 1], dtype="int64"))
+    loss = ndl.nn.CrossEntropyLoss()(model(ndl.Tensor(np.random.randn(5, 3).astype(np.float32))), ndl.Tensor([0, 1, 0, 1, 1], dtype="int64"))
     loss.backward()
     opt.step()
     path = tmp_path / "run.npz"
