@@ -254,12 +254,16 @@ class Trainer:
         self.optimizer.step()
         return loss_value, _accuracy(logits, y)
 
-    def plot(self, path: str | os.PathLike[str]) -> None:
-        """Write one PNG: loss and accuracy curves (train and validation) beside graph nodes and
-        memory (the monitor's panel). Needs matplotlib: ``pip install 'needle-dl[plot]'``."""
+    def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
+        """Loss and accuracy curves (train and validation) beside graph nodes and memory (the
+        monitor's panel). Needs matplotlib: ``pip install 'needle-dl[plot]'``.
+
+        Returns the ``matplotlib.figure.Figure``: a notebook cell ending in ``trainer.plot()``
+        shows it inline. With ``path`` it is also written there as a PNG.
+        """
         from .monitor.plot import plot_training
 
-        plot_training(self.history, getattr(self.monitor, "history", None) or [], path)
+        return plot_training(self.history, getattr(self.monitor, "history", None) or [], path)
 
     def evaluate(self, loader: Iterable) -> dict:
         """Mean loss and accuracy over ``loader``, under ``needle.no_grad()`` and ``model.eval()``.
