@@ -18,9 +18,11 @@ from needle import autograd
 
 from ..callbacks.base import Callback
 from ..diagnosis.machine import LeakDiagnosis
+from ..diagnosis.sites import notebook_cell
 from ..diagnosis.warnings import GraphLeakWarning, NoGradWarning
 from .explanation import Explanation
 from .history import StepHistory
+from .message_wrap import wrap_message
 from .memory import DeviceMemory, HostMemory
 from .records import StepRecord, write_csv, write_jsonl
 from .step_log import StepLog
@@ -192,6 +194,11 @@ class MemoryMonitor(Callback):
         if self.warn == "error":
             raise category(message)
         filename, lineno = site if site else ("<unknown>", 0)
+        cell = notebook_cell(filename)
+        if cell is not None:
+            # Python would head the warning with the kernel's temporary file and repeat the source
+            # line after the message; named as the cell, it does neither (the message shows the line).
+            filename, message = cell, wrap_message(message)
         warnings.warn_explicit(message, category, filename, lineno)
 
     # ---- reports --------------------------------------------------------------------------
