@@ -14,6 +14,7 @@ import needle
 from needle import autograd
 
 from .io import atomic_write
+from .earlier_graphs import note_earlier_graphs
 from .callbacks.base import HOOKS, Callback
 from .callbacks.checkpoint import load_checkpoint, save_checkpoint
 from .resume import DeferredInterrupt, EpochPosition, checked_trainer_state, empty_loader_message
@@ -163,6 +164,7 @@ class Trainer:
         self.should_stop = False
         self.interrupted = False
         self.batches_per_epoch = None
+        self._noted_earlier_graphs = False  # graphs alive before the first fit are said once
         self._position = None  # the EpochPosition of an epoch started but not finished
 
     # ---- the loop -----------------------------------------------------------------------------
@@ -201,6 +203,9 @@ class Trainer:
         self.should_stop = False
         self.interrupted = False
         self.batches_per_epoch = _length(train_loader)
+        if not self._noted_earlier_graphs:
+            self._noted_earlier_graphs = True
+            note_earlier_graphs(stacklevel=3)
         guard = DeferredInterrupt()
         try:
             with guard:
