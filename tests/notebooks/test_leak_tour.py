@@ -76,3 +76,28 @@ def test_the_tour_runs_and_its_outputs_read_right(tmp_path, monkeypatch):
     plot = cell_with(cells, "trainer.plot()")
     images = [output for output in plot.outputs if "image/png" in output.get("data", {})]
     assert len(images) == 1
+
+
+PROGRESS_WITHOUT_WIDGETS = """\
+import sys
+sys.modules["ipywidgets"] = None  # as in a kernel without ipywidgets
+import numpy as np, needle as ndl
+from needle.data import DataLoader, NDArrayDataset
+from trainers import Trainer
+X = np.random.default_rng(0).standard_normal((64, 2)).astype(np.float32)
+loader = DataLoader(NDArrayDataset(X, (X[:, 0] > 0).astype(np.uint8)), batch_size=8)
+model = ndl.nn.Linear(2, 2)
+Trainer(model, ndl.optim.SGD(model.parameters(), lr=0.1), monitor=False).fit(loader, epochs=2);
+"""
+
+
+def test_progress_without_ipywidgets_is_one_text_display_per_epoch(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROGRESS_WITHOUT_WIDGETS)])
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name=kernel_for_this_python(tmp_path),
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    (cell,) = notebook.cells
+    assert [output.output_type for output in cell.outputs] == ["display_data", "display_data"]
+    for epoch, output in enumerate(cell.outputs, start=1):
+        assert list(output.data) == ["text/plain"]  # text, no widget
+        assert output.data["text/plain"].startswith(f"epoch {epoch}: 100%|") and "nodes=" in output.data["text/plain"]

@@ -50,13 +50,13 @@ class ProgressBar(Callback):
             return
         from IPython.display import display
 
-        try:
-            from tqdm.notebook import tqdm as widget_tqdm
+        from tqdm import notebook
 
-            self.bar = widget_tqdm(display=False, **options)
+        if notebook.IProgress is not None:  # ipywidgets is there (tqdm.notebook's own check)
+            self.bar = notebook.tqdm(display=False, **options)
             self._display = display(self.bar.container, display_id=True)
             self._shown = lambda: self.bar.container
-        except ImportError:  # no ipywidgets: tqdm's text, drawn into one display updated in place
+        else:  # no ipywidgets: tqdm's text, drawn into one display updated in place
             from tqdm.std import tqdm
 
             self.bar = tqdm(file=_Discard(), **options)
