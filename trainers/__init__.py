@@ -17,6 +17,7 @@ from .callbacks.clipping import GradientClipping
 from .callbacks.progress import ProgressBar
 from .callbacks.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .trainer import History, NonFiniteLossError, Trainer
+from .earlier_graphs import EarlierGraphsWarning
 from .callbacks.loggers import CSVLogger, JSONLinesLogger, Logger
 from .diagnosis.warnings import apply_environment
 
