@@ -30,7 +30,11 @@ SECONDS_FOR_ALL_BLOCKS = 300  # generous for a loaded 2-core machine; the blocks
 # Runs in the child: each block compiled under README.md's path with its own line numbers, so a
 # traceback names the README line that failed.
 RUNNER = r"""
-import json, sys
+import json, sys, warnings
+import trainers  # NEEDLE_WARNINGS=error applies here; then one exception, added after it so it wins:
+# the blocks share one namespace, so the lecture's tensors are still alive when the Trainer block
+# fits, which Trainer.fit rightly notes (EarlierGraphsWarning); a reader's separate sessions would not
+warnings.filterwarnings("always", category=trainers.EarlierGraphsWarning)
 readme, blocks = sys.argv[1], json.load(sys.stdin)
 namespace = {"__name__": "__main__"}
 for line, source in blocks:

@@ -18,6 +18,7 @@ from .callbacks.progress import ProgressBar
 from .callbacks.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .trainer import History, NonFiniteLossError, Trainer
 from .fit_checks import FitContractError
+from .earlier_graphs import EarlierGraphsWarning
 from .callbacks.loggers import CSVLogger, JSONLinesLogger, Logger
 from .callbacks.tensorboard import TensorBoardLogger
 from .diagnosis.warnings import apply_environment

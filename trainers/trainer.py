@@ -13,6 +13,7 @@ import needle
 from needle import autograd
 
 from .io import CSV_ROWS, atomic_write, write_rows
+from .earlier_graphs import note_earlier_graphs
 from .callbacks.base import HOOKS, Callback
 from .callbacks.checkpoint import load_checkpoint, save_checkpoint
 from .resume import DeferredInterrupt, EpochPosition, checked_trainer_state, empty_loader_message
@@ -200,6 +201,7 @@ class Trainer:
         self.should_stop = False
         self.interrupted = False
         self.batches_per_epoch = None
+        self._noted_earlier_graphs = False  # graphs alive before the first fit are said once
         self._position = None  # the EpochPosition of an epoch started but not finished
         self._forward_backward = needle.compile(self._forward_backward_eager) if compile else self._forward_backward_eager
 
@@ -256,6 +258,9 @@ class Trainer:
         self.should_stop = False
         self.interrupted = False
         self.batches_per_epoch = _length(train_loader)
+        if not self._noted_earlier_graphs:
+            self._noted_earlier_graphs = True
+            note_earlier_graphs(stacklevel=3)
         guard = DeferredInterrupt()
         rollback = FitRollback(self)
         try:
@@ -319,12 +324,16 @@ class Trainer:
         loss.backward(create_graph=False)
         return loss, logits
 
-    def plot(self, path: str | os.PathLike[str]) -> None:
-        """Write one PNG: loss and accuracy curves (train and validation) beside graph nodes and
-        memory (the monitor's panel). Needs matplotlib: ``pip install 'needle-dl[plot]'``."""
+    def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
+        """Loss and accuracy curves (train and validation) beside graph nodes and memory (the
+        monitor's panel). Needs matplotlib: ``pip install 'needle-dl[plot]'``.
+
+        Returns the ``matplotlib.figure.Figure``: a notebook cell ending in ``trainer.plot()``
+        shows it inline. With ``path`` it is also written there as a PNG.
+        """
         from .monitor.plot import plot_training
 
-        plot_training(self.history, getattr(self.monitor, "history", None) or [], path)
+        return plot_training(self.history, getattr(self.monitor, "history", None) or [], path)
 
     def evaluate(self, loader: Iterable) -> dict:
         """Mean loss and accuracy over ``loader``, under ``needle.no_grad()`` and ``model.eval()``.

@@ -1,5 +1,7 @@
 """The graph as Graphviz DOT text, and drawn through the optional ``graphviz`` package."""
+import importlib.util
 import os
+import shutil
 import tempfile
 
 from ..autograd import Value
@@ -146,8 +148,30 @@ def render(tensor: Value, path, max_nodes: int = 200, collapse: bool = True) -> 
     return path
 
 
+def missing_for_drawing():
+    """What drawing a graph lacks here, as a sentence naming the install, or None when it can draw.
+
+    A cheap check (an import lookup and a PATH search), made before a picture is attempted.
+    """
+    if importlib.util.find_spec("graphviz") is None:
+        return (
+            "for the picture, pip install 'needle-dl[viz]' (the graphviz package) and the Graphviz `dot` "
+            "program (apt-get install graphviz, brew install graphviz or conda install graphviz)"
+        )
+    if shutil.which("dot") is None:
+        return (
+            "for the picture, install the Graphviz `dot` program (apt-get install graphviz, brew install "
+            "graphviz or conda install graphviz); the graphviz Python package is already here"
+        )
+    return None
+
+
 class GraphDrawing:
-    """A graph to look at: inline SVG in Jupyter, the text of :func:`print_graph` elsewhere."""
+    """A graph to look at: inline SVG in Jupyter, the text of :func:`print_graph` elsewhere.
+
+    Where graphviz or its ``dot`` program is missing, the text ends with a line saying what to
+    install for the picture.
+    """
 
     def __init__(self, tensor: Value, max_nodes: int = 200, collapse: bool = True):
         self.dot = to_dot(tensor, max_nodes=max_nodes, collapse=collapse)
@@ -160,7 +184,8 @@ class GraphDrawing:
             return None  # Jupyter then shows the text repr
 
     def __repr__(self):
-        return self._text
+        missing = missing_for_drawing()
+        return f"{self._text}\n({missing})" if missing else self._text
 
 
 def graph(tensor: Value, max_nodes: int = 200, collapse: bool = True) -> GraphDrawing:

@@ -266,3 +266,22 @@ def test_the_monitor_callback_finds_a_leak_inside_a_trainers_model():
         line = next(n for n, text in enumerate(handle, 1) if text.rstrip().endswith("# site: trainer_leak"))
     assert (leaks[0].filename, leaks[0].lineno) == (__file__, line)
     assert "Fix: keep the result detached: `self.mean = (batch_mean if self.mean is None else" in str(leaks[0].message)
+
+
+def test_progress_in_a_terminal_is_tqdms_text_bar_on_the_given_stream():
+    import io
+
+    import numpy as np
+
+    import needle as ndl
+    from needle.data import DataLoader, NDArrayDataset
+    from trainers import ProgressBar, Trainer
+
+    stream = io.StringIO()
+    X = np.random.default_rng(0).standard_normal((32, 2)).astype(np.float32)
+    loader = DataLoader(NDArrayDataset(X, (X[:, 0] > 0).astype(np.uint8)), batch_size=8)
+    model = ndl.nn.Linear(2, 2)
+    Trainer(model, ndl.optim.SGD(model.parameters(), lr=0.1), monitor=False,
+            progress=ProgressBar(every=1, file=stream)).fit(loader, epochs=1)
+    final = stream.getvalue().split("\r")[-1]
+    assert final.startswith("epoch 1: 100%|") and "nodes=" in final and "mem=" in final

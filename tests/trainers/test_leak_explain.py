@@ -75,10 +75,12 @@ def test_a_container_leak_summarises_the_graph_each_entry_holds():
     assert "<previous" not in line
 
 
-def test_explain_prints_the_chain_collapsed_with_the_leaking_lines_ops(capsys):
+def test_explain_returns_the_chain_collapsed_with_the_leaking_lines_ops(capsys):
     monitor, _, _ = first_warning(leaky_sum)
-    text = monitor.explain()
-    assert text == capsys.readouterr().out.rstrip("\n")
+    explanation = monitor.explain()
+    assert capsys.readouterr().out == ""  # shown once, by whoever displays it: never printed and returned
+    text = str(explanation)
+    assert repr(explanation) == text
     assert "leak (accumulation) at" in text and "total_loss += loss" in text
     assert "EWiseAdd(" in text and "SoftmaxCrossEntropy(" in text
     assert len(text.splitlines()) < 40
@@ -86,7 +88,7 @@ def test_explain_prints_the_chain_collapsed_with_the_leaking_lines_ops(capsys):
 
 def test_explain_of_a_container_leak_says_what_holds_the_other_graphs(capsys):
     monitor, _, _ = first_warning(leaky_list)
-    text = monitor.explain()
+    text = str(monitor.explain())
     assert "held by `losses`" in text and "SoftmaxCrossEntropy(" in text
 
 
@@ -108,5 +110,26 @@ def test_explain_writes_dot_text_to_a_path(tmp_path):
 
 def test_explain_before_any_leak_says_there_is_nothing(capsys):
     monitor = MemoryMonitor()
-    assert "no leak found yet" in monitor.explain()
+    assert "no leak found yet" in str(monitor.explain())
     assert monitor.last_finding is None
+
+
+def test_explain_in_a_notebook_is_html_text_and_never_an_escaped_string():
+    import html
+
+    monitor, _, _ = first_warning(leaky_sum)
+    explanation = monitor.explain()
+    page = explanation._repr_html_()
+    assert page.startswith("<pre") and html.escape(explanation.text) in page
+    assert "\\n" not in page  # real line breaks, not the repr of a str
+    assert "EWiseAdd" in explanation.dot
+
+
+def test_explain_draws_the_graph_as_svg_where_graphviz_can(monkeypatch):
+    import shutil
+
+    pytest.importorskip("graphviz")
+    if shutil.which("dot") is None:
+        pytest.skip("the Graphviz dot program is not installed")
+    monitor, _, _ = first_warning(leaky_sum)
+    assert "<svg" in monitor.explain()._repr_html_()

@@ -94,3 +94,31 @@ def test_render_without_the_dot_program_names_it(tmp_path, monkeypatch):
     monkeypatch.setattr(graphviz.Source, "pipe", missing)
     with pytest.raises(viz.GraphvizMissingError, match="`dot` program was not found"):
         viz.render(mlp_step(), tmp_path / "step.svg")
+
+
+def test_graph_without_graphviz_says_how_to_get_the_picture(monkeypatch):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "graphviz" else real_find_spec(name, *a))
+    text = repr(viz.graph(mlp_step()))
+    assert text.startswith("graph of")
+    assert text.splitlines()[-1].startswith("(for the picture, pip install 'needle-dl[viz]'")
+    assert "Graphviz `dot` program" in text.splitlines()[-1]
+
+
+def test_graph_without_the_dot_program_names_only_it(monkeypatch):
+    import shutil
+
+    pytest.importorskip("graphviz")
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    last = repr(viz.graph(mlp_step())).splitlines()[-1]
+    assert "install the Graphviz `dot` program" in last and "needle-dl[viz]" not in last
+
+
+def test_graph_that_can_draw_adds_no_install_line(monkeypatch):
+    import shutil
+
+    pytest.importorskip("graphviz")
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: "/usr/bin/dot")
+    assert "for the picture" not in repr(viz.graph(mlp_step()))

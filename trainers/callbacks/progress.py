@@ -1,4 +1,9 @@
-"""``ProgressBar``: one tqdm bar per epoch showing loss, accuracy, live graph nodes and memory."""
+"""``ProgressBar``: one tqdm bar per epoch showing loss, accuracy, live graph nodes and memory.
+
+In a terminal it is tqdm's text bar on stderr. In a notebook kernel it is tqdm's widget where
+ipywidgets is installed, else the same text as one display that updates in place; either way the
+notebook's saved output holds the epoch's final bar once, and no stderr block.
+"""
 import sys
 
 from .base import Callback
@@ -26,6 +31,7 @@ class ProgressBar(Callback):
         self.every = every
         self.file = file
         self.bar = None
+        self._display = None
         self._reset_sums()
 
     def _reset_sums(self):
@@ -33,17 +39,29 @@ class ProgressBar(Callback):
         self._pending = 0
 
     def on_train_epoch_start(self, trainer, epoch):
-        from tqdm import tqdm
-
         self._reset_sums()
-        self.bar = tqdm(
-            total=trainer.batches_per_epoch,
-            desc=f"epoch {epoch}",
-            unit="batch",
-            file=self.file if self.file is not None else sys.stderr,
-            dynamic_ncols=True,
-            leave=True,
-        )
+        options = dict(total=trainer.batches_per_epoch, desc=f"epoch {epoch}", unit="batch", leave=True)
+        kernel = self.file is None and _in_notebook_kernel()
+        if not kernel:
+            from tqdm.std import tqdm
+
+            self.bar = tqdm(file=self.file if self.file is not None else sys.stderr, dynamic_ncols=True, **options)
+            self._display = None
+            return
+        from IPython.display import display
+
+        from tqdm import notebook
+
+        if notebook.IProgress is not None:  # ipywidgets is there (tqdm.notebook's own check)
+            self.bar = notebook.tqdm(display=False, **options)
+            self._display = display(self.bar.container, display_id=True)
+            self._shown = lambda: self.bar.container
+        else:  # no ipywidgets: tqdm's text, drawn into one display updated in place
+            from tqdm.std import tqdm
+
+            self.bar = tqdm(file=_Discard(), **options)
+            self._shown = lambda: {"text/plain": str(self.bar)}
+            self._display = display(self._shown(), raw=True, display_id=True)
 
     def on_train_batch_end(self, trainer, record):
         size = record["batch_size"]
@@ -64,6 +82,16 @@ class ProgressBar(Callback):
         )
         self.bar.update(self._pending)
         self._pending = 0
+        self._refresh_display()
+
+    def _refresh_display(self):
+        """In a notebook, re-send the display: its saved text is the bar as it stands now."""
+        if getattr(self, "_display", None) is not None:
+            shown = self._shown()
+            if isinstance(shown, dict):
+                self._display.update(shown, raw=True)
+            else:
+                self._display.update(shown)
 
     def on_train_epoch_end(self, trainer, epoch, metrics):
         if self.bar is None:
@@ -83,4 +111,25 @@ class ProgressBar(Callback):
     def _close(self):
         if self.bar is not None:
             self.bar.close()
+            self._refresh_display()
             self.bar = None
+            self._display = None
+
+
+class _Discard:
+    """A stream that drops what tqdm writes (the notebook's display shows the bar instead)."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def _in_notebook_kernel():
+    """True inside a Jupyter kernel (tqdm.autonotebook's own test: an IPKernelApp is configured)."""
+    IPython = sys.modules.get("IPython")
+    if IPython is None:
+        return False
+    shell = IPython.get_ipython()
+    return shell is not None and "IPKernelApp" in shell.config

@@ -279,20 +279,18 @@ def retained_summary(finding: Finding, nbytes: Optional[float] = None) -> Option
 
 
 def explain(finding: Optional[Finding], path=None) -> str:
-    """Show the retained structure of ``finding``: print it, or write DOT/SVG/PNG to ``path``.
+    """The retained structure of ``finding`` as text, or written as DOT/SVG/PNG to ``path``.
 
     A graph carried across iterations is drawn from the newest iteration back to the first, the
     repeated iterations collapsed into one line (or one dashed box); graphs held side by side in
     a container are shown once, for the newest iteration.
 
     Returns:
-        the text shown (printed when ``path`` is None), or the path written.
+        the text (nothing is printed: ``MemoryMonitor.explain`` returns it for display), or the
+        path written.
     """
     if finding is None or not finding.retained_nodes:
-        text = "no leak found yet: nothing to explain (MemoryMonitor.explain shows the last finding)"
-        if path is None:
-            print(text)
-        return text
+        return "no leak found yet: nothing to explain (MemoryMonitor.explain shows the last finding)"
     roots = _roots(finding.retained_nodes)
     root = roots[0]
     if path is not None:
@@ -308,6 +306,11 @@ def explain(finding: Optional[Finding], path=None) -> str:
     if finding.kind == CONTAINER:
         holder = f"`{finding.container_name}`" if finding.container_name else "the container"
         lines.append(f"  … and a graph like this one for every earlier iteration, held by {holder}")
-    text = "\n".join(lines)
-    print(text)
-    return text
+    return "\n".join(lines)
+
+
+def explain_dot(finding: Optional[Finding]) -> Optional[str]:
+    """The retained graph of ``finding`` as DOT text (drawn inline in notebooks), or None."""
+    if finding is None or not finding.retained_nodes:
+        return None
+    return viz.to_dot(_roots(finding.retained_nodes)[0])

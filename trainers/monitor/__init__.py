@@ -2,8 +2,10 @@
 
 ``monitor`` (``MemoryMonitor``), ``records`` (``StepRecord`` and its CSV/JSON-lines files),
 ``history`` (``StepHistory``, bounded), ``step_log`` (``StepLog``, every step streamed to a file),
-``memory`` (RSS and GPU pool readings) and ``plot``. The leak diagnosis it runs is
+``memory`` (RSS and GPU pool readings), ``plot`` (Figures), ``explanation`` (what ``explain()``
+returns) and ``message_wrap`` (warnings wrapped for notebooks). The leak diagnosis it runs is
 ``trainers.diagnosis``.
 """
+from .explanation import Explanation
 from .monitor import MemoryMonitor
 from .records import StepRecord

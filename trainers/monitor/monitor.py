@@ -18,8 +18,11 @@ from needle import autograd
 
 from ..callbacks.base import Callback
 from ..diagnosis.machine import LeakDiagnosis
+from ..diagnosis.sites import notebook_cell
 from ..diagnosis.warnings import GraphLeakWarning, NoGradWarning
+from .explanation import Explanation
 from .history import StepHistory
+from .message_wrap import wrap_message
 from .memory import DeviceMemory, HostMemory
 from .records import StepRecord, write_csv, write_jsonl
 from .step_log import StepLog
@@ -153,15 +156,21 @@ class MemoryMonitor(Callback):
         """
         return self.diagnosis.last_finding
 
-    def explain(self, path: str | os.PathLike[str] | None = None) -> str:
-        """Show what the last leak keeps alive: print its retained graph, collapsed across
-        iterations, or write it to ``path`` (``.dot`` text; ``.svg``/``.png`` need graphviz).
+    def explain(self, path: str | os.PathLike[str] | None = None) -> Explanation | str:
+        """What the last leak keeps alive: its retained graph, collapsed across iterations.
 
-        Returns the text printed, or the path written.
+        Without ``path`` it returns an :class:`Explanation` that shows itself once: as text in a
+        terminal (``print(monitor.explain())``, or the REPL's echo), as HTML with the graph drawn
+        (where graphviz is installed) when a notebook cell ends in ``monitor.explain()``. With
+        ``path`` it writes the graph there (``.dot`` text; ``.svg``/``.png`` need graphviz) and
+        returns the path.
         """
-        from ..diagnosis.report import explain
+        from ..diagnosis.report import explain, explain_dot
 
-        return explain(self.last_finding, path)
+        finding = self.last_finding
+        if path is not None:
+            return explain(finding, path)
+        return Explanation(explain(finding), dot=explain_dot(finding))
 
     def clear_finding(self) -> None:
         """Drop ``last_finding`` and the graph nodes it keeps alive."""
@@ -191,6 +200,11 @@ class MemoryMonitor(Callback):
         if self.warn == "error":
             raise category(message)
         filename, lineno = site if site else ("<unknown>", 0)
+        cell = notebook_cell(filename)
+        if cell is not None:
+            # Python would head the warning with the kernel's temporary file and repeat the source
+            # line after the message; named as the cell, it does neither (the message shows the line).
+            filename, message = cell, wrap_message(message)
         warnings.warn_explicit(message, category, filename, lineno)
 
     # ---- reports --------------------------------------------------------------------------
@@ -220,8 +234,12 @@ class MemoryMonitor(Callback):
         """Write the records held as JSON lines (for every step, pass ``log_path`` instead)."""
         write_jsonl(self.history.records(), path)
 
-    def plot(self, path: str | os.PathLike[str]) -> None:
-        """Draw live graph nodes and memory against iteration into a PNG (needs matplotlib)."""
+    def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
+        """Draw live graph nodes and memory against iteration (needs matplotlib).
+
+        Returns the ``matplotlib.figure.Figure``: a notebook cell ending in ``monitor.plot()``
+        shows it inline. With ``path`` it is also written there as a PNG.
+        """
         from .plot import plot_history
 
-        plot_history(self.history.records(), path)
+        return plot_history(self.history.records(), path)

@@ -1,11 +1,16 @@
-"""PNGs of a run (need the optional matplotlib): the monitor's memory panel, and the training figure.
+"""Figures of a run (need the optional matplotlib): the monitor's memory panel, and the training figure.
 
 ``plot_history``: live graph nodes and memory against iteration (``MemoryMonitor.plot``).
-``plot_training``: loss and accuracy (train and validation) beside graph nodes and memory, one
-PNG (``Trainer.plot``). Both write the file atomically.
+``plot_training``: loss and accuracy (train and validation) beside graph nodes and memory
+(``Trainer.plot``). Both return the ``matplotlib.figure.Figure`` (a notebook cell ending in it
+shows it inline) and, given a path, also write it there as a PNG, atomically.
+
+The figures are made without ``pyplot``: the user's backend is left as it is, no figure piles up
+in pyplot's registry, and a notebook shows the returned figure once (not again at the cell's end).
 """
 from __future__ import annotations
 
+import io
 import os
 from typing import Any, Sequence
 
@@ -14,81 +19,97 @@ from ..io import atomic_write
 _MB = 1e6
 
 
-def _pyplot(caller: str, fallback: str) -> Any:
-    """matplotlib.pyplot on the file-only Agg backend, or an ImportError that names the install."""
+def _new_figure(caller: str, fallback: str, **options: Any) -> Any:
+    """A pyplot-free ``matplotlib.figure.Figure``, or an ImportError that names the install."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401  (first: a missing matplotlib fails here, whatever is cached)
+        from matplotlib.figure import Figure
     except ImportError as error:
         raise ImportError(
             f"{caller} needs matplotlib: pip install 'needle-dl[plot]' (or pip install matplotlib); {fallback}"
         ) from error
-    return plt
+    figure = Figure(**options)
+    # A notebook shows an object through its _repr_png_; pyplot's inline backend registers one for
+    # Figure only once pyplot is imported, so the figure carries its own.
+    figure._repr_png_ = lambda: _png_bytes(figure)
+    return figure
 
 
-def _save(figure: Any, path: str | os.PathLike[str]) -> None:
-    with atomic_write(path, "wb") as stream:
-        figure.savefig(stream, format="png")
+def _png_bytes(figure: Any) -> bytes:
+    stream = io.BytesIO()
+    figure.savefig(stream, format="png")
+    return stream.getvalue()
 
 
-def plot_history(records: Sequence[Any], path: str | os.PathLike[str]) -> None:
-    """Draw the monitor's records (live graph nodes, memory) against iteration into a PNG at ``path``."""
-    plt = _pyplot(
+def _finish(figure: Any, path: str | os.PathLike[str] | None) -> Any:
+    """Lay out ``figure``, write it to ``path`` if one is given, and return it."""
+    figure.tight_layout()
+    if path is not None:
+        with atomic_write(path, "wb") as stream:
+            figure.savefig(stream, format="png")
+    return figure
+
+
+def plot_history(records: Sequence[Any], path: str | os.PathLike[str] | None = None) -> Any:
+    """Draw the monitor's records (live graph nodes, memory) against iteration.
+
+    Returns the Figure; with ``path`` it is also written there as a PNG.
+    """
+    figure = _new_figure(
         "MemoryMonitor.plot",
         "the records are also available as monitor.history, monitor.to_csv(path) and monitor.to_jsonl(path)",
+        figsize=(8, 6),
     )
+    if not records:
+        raise ValueError("MemoryMonitor.plot: no steps recorded yet; call monitor.step() in your loop first")
+    nodes_axis, memory_axis = figure.subplots(2, 1, sharex=True)
     iterations = [r.iteration for r in records]
-    figure, (nodes_axis, memory_axis) = plt.subplots(2, 1, sharex=True, figsize=(8, 6))
-    try:
-        _draw_nodes(nodes_axis, iterations, [r.live_nodes for r in records], [r.live_spent_nodes for r in records])
-        _draw_memory(memory_axis, iterations, [r.live_bytes for r in records], records)
-        memory_axis.set_xlabel("iteration")
-        figure.tight_layout()
-        _save(figure, path)
-    finally:
-        plt.close(figure)
+    _draw_nodes(nodes_axis, iterations, [r.live_nodes for r in records], [r.live_spent_nodes for r in records])
+    _draw_memory(memory_axis, iterations, [r.live_bytes for r in records], records)
+    memory_axis.set_xlabel("iteration")
+    return _finish(figure, path)
 
 
-def plot_training(history: Any, records: Sequence[Any], path: str | os.PathLike[str]) -> None:
-    """One PNG: loss and accuracy (train per step and per epoch, validation per epoch) on top,
-    live graph nodes and memory per step below.
+def plot_training(history: Any, records: Sequence[Any], path: str | os.PathLike[str] | None = None) -> Any:
+    """Loss and accuracy (train per step and per epoch, validation per epoch) on top, live graph
+    nodes and memory per step below.
 
     Args:
         history: a ``trainers.History``.
         records: the monitor's ``StepRecord`` list (may be empty); they add spent nodes and host
             RSS, aligned with the last steps of the history.
-        path: the PNG to write.
+        path: a PNG to write as well, or None.
+
+    Returns:
+        the ``matplotlib.figure.Figure``.
     """
-    plt = _pyplot(
-        "Trainer.plot",
-        "the metrics are also available as trainer.history.to_csv(path) and trainer.history.to_json(path)",
-    )
     steps = history.steps
     if not steps:
         raise ValueError("Trainer.plot: the history has no steps yet; call fit() first")
+    figure = _new_figure(
+        "Trainer.plot",
+        "the metrics are also available as trainer.history.to_csv(path) and trainer.history.to_json(path)",
+        figsize=(12, 8),
+    )
     step_numbers = [entry["step"] for entry in steps]
     epoch_ends = _epoch_end_steps(history)
-    figure, axes = plt.subplots(2, 2, figsize=(12, 8))
-    try:
-        (loss_axis, accuracy_axis), (nodes_axis, memory_axis) = axes
-        _draw_metric(loss_axis, "loss", step_numbers, [e["loss"] for e in steps], history, epoch_ends, "loss")
-        _draw_metric(
-            accuracy_axis, "accuracy", step_numbers, [e["accuracy"] for e in steps], history, epoch_ends, "accuracy"
-        )
-        monitored = list(records)[-len(steps):] if records else []
-        aligned = step_numbers[len(steps) - len(monitored):]
-        spent = [r.live_spent_nodes for r in monitored]
-        _draw_nodes(nodes_axis, step_numbers, [e["live_nodes"] for e in steps], spent, aligned)
-        _draw_memory(memory_axis, step_numbers, [e["memory_bytes"] for e in steps], monitored, aligned)
-        for axis in axes[1]:
-            axis.set_xlabel("training step")
-        figure.suptitle(f"{len(history.epochs)} epochs, {len(steps)} steps")
-        figure.tight_layout()
-        _save(figure, path)
-    finally:
-        plt.close(figure)
+    axes = figure.subplots(2, 2)
+    (loss_axis, accuracy_axis), (nodes_axis, memory_axis) = axes
+    _draw_metric(loss_axis, "loss", step_numbers, [e["loss"] for e in steps], history, epoch_ends, "loss")
+    _draw_metric(
+        accuracy_axis, "accuracy", step_numbers, [e["accuracy"] for e in steps], history, epoch_ends, "accuracy",
+        scale=100.0,
+    )
+    _show_as_percent(accuracy_axis)
+    monitored = list(records)[-len(steps):] if records else []
+    aligned = step_numbers[len(steps) - len(monitored):]
+    spent = [r.live_spent_nodes for r in monitored]
+    _draw_nodes(nodes_axis, step_numbers, [e["live_nodes"] for e in steps], spent, aligned)
+    _draw_memory(memory_axis, step_numbers, [e["memory_bytes"] for e in steps], monitored, aligned)
+    for axis in axes[1]:
+        axis.set_xlabel("training step")
+    figure.suptitle(f"{len(history.epochs)} epochs, {len(steps)} steps")
+    return _finish(figure, path)
 
 
 def _epoch_end_steps(history: Any) -> list:
@@ -99,12 +120,14 @@ def _epoch_end_steps(history: Any) -> list:
     return [last_step.get(entry["epoch"]) for entry in history.epochs]
 
 
-def _draw_metric(axis, name, step_numbers, per_step, history, epoch_ends, title):
-    """Per-step training values (thin), per-epoch training and validation means (markers)."""
+def _draw_metric(axis, name, step_numbers, per_step, history, epoch_ends, title, scale=1.0):
+    """Per-step training values (thin), per-epoch training and validation means (markers), each
+    multiplied by ``scale``."""
+    per_step = [value * scale for value in per_step]
     axis.plot(step_numbers, per_step, color="tab:blue", alpha=0.35, linewidth=0.8, label=f"train {name} (step)")
     points = [(x, e) for x, e in zip(epoch_ends, history.epochs) if x is not None]
-    train = [(x, e[f"train_{name}"]) for x, e in points]
-    validation = [(x, e[f"val_{name}"]) for x, e in points if e.get(f"val_{name}") is not None]
+    train = [(x, e[f"train_{name}"] * scale) for x, e in points]
+    validation = [(x, e[f"val_{name}"] * scale) for x, e in points if e.get(f"val_{name}") is not None]
     if train:
         axis.plot(*zip(*train), "o-", color="tab:blue", label=f"train {name} (epoch mean)")
     if validation:
@@ -115,13 +138,24 @@ def _draw_metric(axis, name, step_numbers, per_step, history, epoch_ends, title)
     axis.legend()
 
 
+def _show_as_percent(axis):
+    """Accuracy in percent, from just below its lowest value to 100% (97% is then readable)."""
+    from matplotlib.ticker import PercentFormatter
+
+    lowest = min(min(line.get_ydata()) for line in axis.get_lines())
+    axis.set_ylim(bottom=max(0.0, lowest - max(2.0, (100.0 - lowest) * 0.05)), top=100.5)
+    axis.yaxis.set_major_formatter(PercentFormatter(100.0))
+    axis.set_ylabel("accuracy (%)")
+
+
 def _draw_nodes(axis, x, live_nodes, spent_nodes, spent_x=None):
     axis.plot(x, live_nodes, label="live graph nodes")
     if spent_nodes:
         axis.plot(x if spent_x is None else spent_x, spent_nodes, "--", label="spent (after backward)")
     axis.set_title("graph nodes alive between steps (flat = no leak)")
     axis.set_ylabel("graph nodes")
-    axis.set_ylim(bottom=0, top=max(1, *live_nodes, *spent_nodes) * 1.1)
+    top = max(1, *live_nodes, *spent_nodes) * 1.1
+    axis.set_ylim(bottom=-0.08 * top, top=top)  # a margin below 0: a healthy flat 0 line stays visible
     axis.grid(True, alpha=0.3)
     axis.legend()
 
