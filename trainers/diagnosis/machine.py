@@ -81,8 +81,11 @@ class LeakDiagnosis:
     def observe(self, record, caller_frame, wasted=(0, 0)) -> None:
         """Advance by one step: ``record`` is the step's counters, ``caller_frame`` the frame that stepped,
         ``wasted`` the (nodes, bytes) of graphs through parameters freed unspent this step."""
-        site = self.wasted.observe(record.iteration, wasted, caller_frame)
-        if site is not None:
+        # NOTE: iterations without a backward() are the untrained-forward path's (it also sees graphs
+        # kept, not freed); the counters cover the evaluations inside training iterations.
+        training = record.backward_calls > 0
+        site = self.wasted.observe(record.iteration, wasted if training else (0, 0), caller_frame)
+        if site is not None and training:
             finding = Finding(MISSING_NO_GRAD, site, iteration=record.iteration)
             message = wasted_graph_message(self.wasted.nodes_wasted, self.wasted.bytes_wasted, site)
             self.emit(message, NoGradWarning, finding.key, site)
