@@ -89,3 +89,12 @@ def test_observers_are_per_thread():
     finally:
         ndl.autograd.remove_node_observer(seen.append)
     assert not ndl.graph_observers.observing()
+
+
+def test_a_trainer_callback_that_evaluates_is_warned_at_the_callbacks_line():
+    caught = wasted_loops.callback_evaluation(epochs=4)
+    assert [(w.filename, w.lineno) for w in caught] == [(wasted_loops.__file__, wasted_loops.site("callback_eval"))]
+
+
+def test_a_trainer_callback_that_evaluates_under_no_grad_is_silent():
+    assert wasted_loops.callback_evaluation(epochs=4, no_grad=True) == []

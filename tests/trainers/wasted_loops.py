@@ -67,3 +67,32 @@ def metrics_on_logits(monitor, iterations):
         float(probabilities.numpy().sum())
         float(loss.numpy())
         monitor.step()
+
+
+def callback_evaluation(epochs=4, no_grad=False):
+    """A Trainer callback that runs the model on held-out data in on_train_epoch_end."""
+    import warnings
+
+    from trainers import Callback, Trainer
+
+    model, opt, loss_fn = classifier()
+    val = next(data(1, seed=9))
+
+    class Validate(Callback):
+        def on_train_epoch_end(self, trainer, epoch, metrics):
+            if no_grad:
+                with ndl.no_grad():
+                    evaluate(model, loss_fn, val)
+            else:
+                evaluate(model, loss_fn, val)  # site: callback_eval
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Trainer(model, opt, loss_fn, progress=False, callbacks=[Validate()]).fit(list(data(5)), epochs=epochs)
+    return [w for w in caught if issubclass(w.category, NoGradWarningType())]
+
+
+def NoGradWarningType():
+    from trainers import NoGradWarning
+
+    return NoGradWarning

@@ -96,6 +96,8 @@ class WastedGraphs(graph_observers.GraphObserver):
 def _user_code(frame, depth=12):
     """The codes of the user frames from the one that stepped the monitor outward (innermost first)."""
     codes = []
+    if frame is not None and is_framework_file(frame.f_code.co_filename):
+        return codes  # a Trainer steps the monitor: the forward's line is found from its own stack
     while frame is not None and len(codes) < depth:
         if not is_framework_file(frame.f_code.co_filename):
             codes.append(frame.f_code)
