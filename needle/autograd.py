@@ -23,6 +23,8 @@ from . import live_buffers
 from .backend_ndarray import NDArray
 from .grad_mode import GRAD_MODE, no_grad
 from .live_buffers import _HELD, hold as _hold, hold_all as _hold_all, release as _release
+from . import graph_observers
+from .graph_observers import THREAD as _THREAD
 
 _NUMPY_ARRAY = numpy.ndarray
 
@@ -36,6 +38,13 @@ _NODES_FREED = 0
 _BACKWARD_CALLS = 0
 _SPENT_MARKED = 0  # graph nodes that some backward() has traversed ("spent"), cumulative
 _SPENT_FREED = 0
+# NOTE: "unspent" nodes are forward graph nodes freed without any backward() through them (nodes a
+# backward() makes are not counted); "wasted" ones are those of them that read a parameter: a
+# forward through the model whose graph nobody used, as an evaluation without no_grad builds.
+_UNSPENT_FREED = 0
+_UNSPENT_FREED_BYTES = 0
+_WASTED_FREED = 0
+_WASTED_FREED_BYTES = 0
 _BYTES_BY_DEVICE: Dict[str, int] = live_buffers.BYTES_BY_DEVICE  # per buffer: see needle.live_buffers
 
 # ---- the data clock: advanced by every change of a value's array after it was made ------------
@@ -85,6 +94,11 @@ class GraphSnapshot(NamedTuple):
     # NOTE: a spent node is a live graph node that a backward() has already gone through. A
     # training loop frees them every iteration; when they pile up, something keeps old graphs.
     live_spent_nodes: int = 0
+    # freed forward graph nodes no backward() went through (cumulative), and those that read a parameter
+    unspent_nodes_freed: int = 0
+    unspent_bytes_freed: int = 0
+    wasted_nodes_freed: int = 0
+    wasted_bytes_freed: int = 0
 
     @property
     def live_bytes(self):
@@ -119,6 +133,10 @@ def snapshot():
         backward_calls=_BACKWARD_CALLS,
         bytes_by_device=dict(_BYTES_BY_DEVICE),
         live_spent_nodes=_SPENT_MARKED - _SPENT_FREED,
+        unspent_nodes_freed=_UNSPENT_FREED,
+        unspent_bytes_freed=_UNSPENT_FREED_BYTES,
+        wasted_nodes_freed=_WASTED_FREED,
+        wasted_bytes_freed=_WASTED_FREED_BYTES,
     )
 
 
@@ -340,7 +358,7 @@ class Value:
         "requires_grad",  # whether backward computes a gradient for this value
         "grad",  # the gradient after backward()
         "_buffer",  # the live_buffers token of the buffers its array holds (None without data)
-        "_spent",  # True once a backward() has traversed this node
+        "_spent",  # True once a backward() has traversed this node; None for a node a backward() made
         "_data_set_at",  # the data clock when this value's array was last set (made or changed)
         "_computed_at",  # graph nodes only: the data clock when the array was computed from the inputs
         "__weakref__",
@@ -369,8 +387,11 @@ class Value:
             TENSOR_COUNTER -= 1
             if self.op is not None:
                 _NODES_FREED += 1
-                if self._spent:
+                spent = self._spent
+                if spent:
                     _SPENT_FREED += 1
+                elif spent is False and self.requires_grad:
+                    _count_unspent_freed(self, buffer[1] if buffer.__class__ is list else 0)
             if buffer is not None:
                 if buffer.__class__ is list:  # NOTE: live_buffers.release, inlined for one buffer
                     buffer[0] -= 1
@@ -406,6 +427,8 @@ class Value:
         self._set_cached_data(data)
         mark_data_changed(self)
 
+    _is_parameter = False  # nn.Parameter sets True: what a "wasted" graph node reads
+
     def is_leaf(self):
         return self.op is None
 
@@ -426,6 +449,8 @@ class Value:
             for x in inputs:
                 if x.requires_grad:
                     _fill(value, op, inputs, None if LAZY_MODE else _compute(op, inputs), True)
+                    if _THREAD.in_backward:
+                        value._spent = None  # a gradient graph's node: neither spent nor wasted
                     return value
             if LAZY_MODE:
                 _fill(value, op, inputs, None, False)
@@ -472,6 +497,22 @@ def _fill(value, op, inputs, data, requires_grad):
             value._buffer = _hold(data)
     else:
         value._buffer = _hold_all(data)
+
+
+def _count_unspent_freed(node, nbytes):
+    """Count a forward graph node freed unspent, and tell this thread's observers (rare: see __del__)."""
+    global _UNSPENT_FREED, _UNSPENT_FREED_BYTES, _WASTED_FREED, _WASTED_FREED_BYTES
+    _UNSPENT_FREED += 1
+    _UNSPENT_FREED_BYTES += nbytes
+    reads_parameter = False
+    for x in node.inputs:
+        if x.op is None and x.requires_grad and (x._is_parameter or x.grad is not None):
+            reads_parameter = True
+            _WASTED_FREED += 1
+            _WASTED_FREED_BYTES += nbytes
+            break
+    for observer in _THREAD.observers:
+        observer.node_freed_unspent(node, reads_parameter)
 
 
 def _unrealized_in_topo_order(root):
@@ -554,36 +595,74 @@ def _count_backward_call(nodes):
     _SPENT_MARKED += marked
 
 
-# ---- node observers: zero cost unless a diagnostic asks ----------------------------------------
-_NODE_OBSERVERS = []
+def run_backward(output, run):
+    """Run ``run()`` (a backward pass from ``output``, returning the nodes it traversed) as this
+    thread's backward phase: observers hear it start and finish, nodes it makes are marked as
+    a backward's, and the traversed nodes are counted as spent."""
+    observers = _THREAD.observers
+    for observer in observers:
+        observer.backward_started(output)
+    previous = _THREAD.in_backward
+    _THREAD.in_backward = True
+    try:
+        traversed = run()
+    finally:
+        _THREAD.in_backward = previous
+    _count_backward_call(traversed)
+    for observer in observers:
+        observer.backward_finished(output, traversed)
+    return traversed
+
+
+# ---- node observers: zero cost unless a diagnostic asks (see needle.graph_observers) --------------
+_NODE_OBSERVERS = []  # the function observers (add_node_observer), over all threads
 _PLAIN_MAKE_FROM_OP = Value.__dict__["make_from_op"].__func__
 
 
 def _make_from_op_observed(cls, op, inputs):
     value = _PLAIN_MAKE_FROM_OP(cls, op, inputs)
     if value.op is not None:
-        for observer in _NODE_OBSERVERS:
-            observer(value)
+        for observer in _THREAD.observers:
+            observer.node_made(value)
     return value
 
 
-def add_node_observer(observer):
-    """Call ``observer(node)`` for every graph node made from now on, until removed.
+def _switch_make_from_op(observed):
+    Value.make_from_op = classmethod(_make_from_op_observed if observed else _PLAIN_MAKE_FROM_OP)
 
-    For diagnostics (the trainers' leak locator): while no observer is installed, making a node
-    costs nothing extra; while one is, every op pays for the call.
+
+graph_observers._switch_hooks.append(_switch_make_from_op)
+
+
+class _FunctionObserver(graph_observers.GraphObserver):
+    """Adapts a plain ``observer(node)`` function to the observer interface."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def node_made(self, node):
+        self.function(node)
+
+
+def add_node_observer(observer):
+    """Call ``observer(node)`` for every graph node this thread makes from now on, until removed.
+
+    For diagnostics: while no observer is installed, making a node costs nothing extra; while
+    one is, every op pays for the call. For the phase (forward/backward) and freed nodes, add a
+    :class:`needle.graph_observers.GraphObserver` with ``graph_observers.add_observer``.
     """
-    if not _NODE_OBSERVERS:
-        Value.make_from_op = classmethod(_make_from_op_observed)
-    _NODE_OBSERVERS.append(observer)
+    adapter = _FunctionObserver(observer)
+    _NODE_OBSERVERS.append(adapter)
+    graph_observers.add_observer(adapter)
 
 
 def remove_node_observer(observer):
     """Stop calling ``observer``; the last removal restores the plain, unobserved path."""
-    if observer in _NODE_OBSERVERS:
-        _NODE_OBSERVERS.remove(observer)
-    if not _NODE_OBSERVERS:
-        Value.make_from_op = classmethod(_PLAIN_MAKE_FROM_OP)
+    for adapter in _NODE_OBSERVERS:
+        if adapter.function == observer:
+            _NODE_OBSERVERS.remove(adapter)
+            graph_observers.remove_observer(adapter)
+            return
 
 
 __all__ = [
@@ -598,6 +677,7 @@ __all__ = [
     "Value",
     "add_node_observer",
     "remove_node_observer",
+    "run_backward",
     "compute_gradient_of_variables",
     "find_topo_sort",
     "held_bytes",

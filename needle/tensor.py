@@ -319,10 +319,9 @@ class Tensor(Value):
                 raise ValueError(f"out_grad has shape {out_grad_data.shape}, the tensor has shape {data.shape}")
         if create_graph:
             grad = out_grad if isinstance(out_grad, Tensor) else Tensor.make_const(out_grad_data)
-            traversed = compute_gradient_of_variables(self, grad)
+            autograd.run_backward(self, lambda: compute_gradient_of_variables(self, grad))
         else:
-            traversed = compute_gradient_data(self, out_grad_data, Tensor.make_const)
-        autograd._count_backward_call(traversed)
+            autograd.run_backward(self, lambda: compute_gradient_data(self, out_grad_data, Tensor.make_const))
 
     # ---- operators ------------------------------------------------------------------------
     def __add__(self, other: Tensor | float) -> Tensor:

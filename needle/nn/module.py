@@ -27,6 +27,7 @@ class Parameter(Tensor):
     """
 
     __slots__ = ()
+    _is_parameter = True
 
 
 class StateDictError(KeyError, ValueError):

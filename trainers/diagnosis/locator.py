@@ -19,7 +19,7 @@ import sys
 import types
 import weakref
 
-from needle import autograd
+from needle import autograd, graph_observers
 from needle.nn import Parameter
 
 from .sites import is_framework_file
@@ -85,11 +85,9 @@ class LeakLocator:
         self._recorded_ids = set()
 
     def _record(self, node):
-        frame = sys._getframe(2)
-        in_backward = False
+        in_backward = graph_observers.in_backward()
+        frame = sys._getframe(1)
         while frame is not None and is_framework_file(frame.f_code.co_filename):
-            if frame.f_code is _BACKWARD_CODE:
-                in_backward = True
             frame = frame.f_back
         stack = []
         while frame is not None and len(stack) < _STACK_DEPTH:
@@ -194,4 +192,3 @@ def _is_namespace(mapping):
 
 
 _STACK_DEPTH = 12
-_BACKWARD_CODE = autograd.compute_gradient_of_variables.__code__

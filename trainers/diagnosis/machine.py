@@ -40,7 +40,8 @@ from .evidence import (
     Suspicion,
 )
 from .locator import LeakLocator, fed_forward
-from .report import graph_leak_message, no_grad_message
+from .report import graph_leak_message, no_grad_message, wasted_graph_message
+from .wasted import WastedGraphs
 from .sites import is_framework_file, source_of
 from .warnings import GraphLeakWarning, NoGradWarning
 
@@ -68,6 +69,7 @@ class LeakDiagnosis:
         self._reports = 0
         self._forward_runs_to_skip = 0  # untrained-forward runs left unchecked (after dismissals)
         self._forward_dismissals = 0
+        self.wasted = WastedGraphs()  # forwards through parameters freed with no backward() through them
         self._dismissed_signature = None  # how the last dismissed run's first iteration looked
         self._adding = None  # the line adding to a container, for the finding being located
         self._watcher = AddingLineWatcher()  # catches that line as it runs, when it was not found
@@ -76,8 +78,17 @@ class LeakDiagnosis:
         self._awaiting_backward = None  # [finding, weak refs to kept losses, the losses held] until a backward()
 
     # ---- the state machine ----------------------------------------------------------------
-    def observe(self, record, caller_frame) -> None:
-        """Advance by one step: ``record`` is the step's counters, ``caller_frame`` the frame that stepped."""
+    def observe(self, record, caller_frame, wasted=(0, 0)) -> None:
+        """Advance by one step: ``record`` is the step's counters, ``caller_frame`` the frame that stepped,
+        ``wasted`` the (nodes, bytes) of graphs through parameters freed unspent this step."""
+        # NOTE: iterations without a backward() are the untrained-forward path's (it also sees graphs
+        # kept, not freed); the counters cover the evaluations inside training iterations.
+        training = record.backward_calls > 0
+        site = self.wasted.observe(record.iteration, wasted if training else (0, 0), caller_frame)
+        if site is not None and training:
+            finding = Finding(MISSING_NO_GRAD, site, iteration=record.iteration)
+            message = wasted_graph_message(self.wasted.nodes_wasted, self.wasted.bytes_wasted, site)
+            self.emit(message, NoGradWarning, finding.key, site)
         suspicion = self.detector.observe(record)
         if self.state == REPORTING:
             self._awaiting_adding_line(record)
@@ -187,6 +198,7 @@ class LeakDiagnosis:
     def close(self):
         """Stop any search in progress (restores needle's unobserved fast path)."""
         self.locator.stop()
+        self.wasted.stop()
         self._watcher.stop()
         self._pending = self._container = None
         self._back_to_watching()

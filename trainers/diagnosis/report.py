@@ -90,6 +90,18 @@ def no_grad_message(nodes_per_iteration, bytes_per_iteration, iterations, site):
     )
 
 
+def wasted_graph_message(nodes, nbytes, site):
+    """The NoGradWarning text for a forward through parameters whose graph no backward() used."""
+    where = describe_site(site) if site else "(the line was not found)"
+    return (
+        f"no_grad missing: a forward through the model's parameters ran with grad mode on, and its graph "
+        f"({nodes:.0f} graph nodes, {megabytes(nbytes)}) was freed without any backward() through it: an "
+        f"evaluation that records a graph for nothing.\n  {where}\n"
+        "  Fix: run that call under `with needle.no_grad():` (or decorate the evaluation helper with "
+        "`@needle.no_grad`); no graph is recorded there."
+    )
+
+
 # ---- fixes rebuilt from the user's line -------------------------------------------------------------
 GENERIC_FIX = (
     "cut the link to earlier iterations: `.detach()` the tensor that crosses iterations, keep a Python "

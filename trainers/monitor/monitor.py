@@ -92,6 +92,7 @@ class MemoryMonitor(Callback):
         self.diagnosis = LeakDiagnosis(self._emit)
         self._reported = set()
         self._previous = autograd.snapshot()
+        self._unspent_at_start = self._previous.unspent_nodes_freed - self._previous.wasted_nodes_freed
         self._previous_time = time.perf_counter()
 
     # ---- recording ------------------------------------------------------------------------
@@ -120,7 +121,11 @@ class MemoryMonitor(Callback):
         self._previous = counters
         self._previous_time = now
         if self.warn != "ignore":
-            self.diagnosis.observe(record, sys._getframe(1))
+            wasted = (
+                counters.wasted_nodes_freed - previous.wasted_nodes_freed,
+                counters.wasted_bytes_freed - previous.wasted_bytes_freed,
+            )
+            self.diagnosis.observe(record, sys._getframe(1), wasted)
         return record
 
     def watch(self, iterable: Iterable[_Item]) -> Iterator[_Item]:
@@ -178,6 +183,9 @@ class MemoryMonitor(Callback):
 
     # ---- as a Trainer callback -------------------------------------------------------------
     def on_fit_start(self, trainer: Trainer) -> None:
+        if not self.history.count:  # the first record covers the first step, not what ran before fit
+            self._previous = autograd.snapshot()
+            self._previous_time = time.perf_counter()
         if self._log is not None:  # a resumed trainer: keep the log's rows up to its step, then append
             self._log.resume(trainer.global_step, self.history.count)
 
@@ -222,6 +230,12 @@ class MemoryMonitor(Callback):
             f"  leak warnings: {self.warnings_issued[GraphLeakWarning.__name__]}",
             f"  no_grad warnings: {self.warnings_issued[NoGradWarning.__name__]}",
         ]
+        unspent = autograd.snapshot()
+        small = unspent.unspent_nodes_freed - unspent.wasted_nodes_freed - self._unspent_at_start
+        if small > 0:
+            lines.append(
+                f"  graph nodes freed unused, reading no parameter (e.g. metrics on logits with grad on): {small}"
+            )
         if self._device.enabled:
             lines.append(f"  GPU pool: peak {self._device.peak / 1e6:.1f} MB")
         return "\n".join(lines)
