@@ -222,10 +222,11 @@ class Recorder:
     def _produce_read(self, array):
         pass  # guards keep their array's producers alive through the plan's liveness roots
 
-    def host_call(self, function, reads_after):
-        """Run ``function`` (an optimizer step) now and at every replay, unrecorded inside."""
+    def host_call(self, function, reads_after, replay=None):
+        """Run ``function`` (an optimizer step) now, unrecorded inside, and ``replay`` (default:
+        ``function``) at every replay."""
         self.run_paused(function)
-        self.steps.append(Step(function, self._ids(reads_after()), set(), effect=True))
+        self.steps.append(Step(replay or function, self._ids(reads_after()), set(), effect=True))
 
     def _random(self, original):
         recorder = self
