@@ -156,7 +156,7 @@ class Recorder:
     def ufunc(self, function, method, arguments, kwargs, outs):
         result = function(*arguments, **kwargs)
         if outs is not None:
-            self._add(functools.partial(function, *arguments, **kwargs), arguments, kwargs["out"])
+            self._add(_bound_ufunc(function, arguments, kwargs), arguments, kwargs["out"])
             return outs[0] if len(outs) == 1 else outs
         if method == "at":
             self._add(functools.partial(function, *arguments, **kwargs), arguments, arguments[:1])
@@ -166,10 +166,10 @@ class Recorder:
             for r in results:
                 self._produce(r)
             self.steps.append(
-                Step(functools.partial(function, *arguments, out=results, **kwargs), self._ids(arguments), self._ids(results))
+                Step(_bound_ufunc(function, arguments, dict(kwargs, out=results)), self._ids(arguments), self._ids(results))
             )
             return tuple(r.view(TracedArray) for r in results)
-        return self._new(result, lambda out: (functools.partial(function, *arguments, out=out, **kwargs), arguments))
+        return self._new(result, lambda out: (_bound_ufunc(function, arguments, dict(kwargs, out=(out,))), arguments))
 
     def function(self, func, args, kwargs, takes_out=None):
         result = func(*args, **kwargs)
@@ -244,6 +244,23 @@ class Recorder:
             return result.view(TracedArray)
 
         return draw
+
+
+_OUT_BY_KEYWORD = (numpy.maximum, numpy.minimum)  # numpy 2.4 deprecates their positional out
+
+
+def _bound_ufunc(function, arguments, kwargs):
+    """``function(*arguments, **kwargs)`` as a call with no arguments. A plain ufunc call whose only
+    keyword is ``out`` passes its outputs positionally: numpy parses that faster (0.5 against 0.9 us)."""
+    out = kwargs.get("out")
+    if (
+        isinstance(function, numpy.ufunc) and function not in _OUT_BY_KEYWORD and len(kwargs) == 1 and type(out) is tuple
+        and len(out) == function.nout and len(arguments) == function.nin
+    ):
+        return functools.partial(function, *arguments, *out)
+    if type(out) is tuple and len(out) == 1:
+        kwargs = dict(kwargs, out=out[0])  # reduce and accumulate take one array, not a tuple
+    return functools.partial(function, *arguments, **kwargs)
 
 
 def _is_view(result, sources):
