@@ -11,6 +11,7 @@ import numpy
 
 from ..backend_ndarray import NDArray
 from .errors import CaptureError
+from .optimizer_replay import ReplayedStep
 from .plan import Plan
 from .recorder import Recorder, root
 from .traced_array import TracedArray
@@ -156,7 +157,7 @@ def _host_step(recorder, opt):
     step = type(opt).step.__get__(opt)
 
     def host_step():
-        recorder.host_call(step, lambda: _optimizer_arrays(opt))
+        recorder.host_call(step, lambda: _optimizer_arrays(opt), replay=ReplayedStep(opt))
 
     return host_step
 
