@@ -5,9 +5,14 @@ A device knows how to make arrays on itself; everything else about an array live
 first asked for; a machine without it never pays for the import, and the original import error
 is kept to be shown when a user calls ``cuda()``.
 """
+from typing import TYPE_CHECKING
+
 import numpy
 
 from .fused import ArrayRoutines
+
+if TYPE_CHECKING:  # for the annotations (and pdoc); the module imports NDArray lazily
+    from .ndarray import NDArray
 
 _FLOAT_KINDS = "f"
 
