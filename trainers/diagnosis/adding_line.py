@@ -9,6 +9,7 @@ attributes and constant or name subscripts are evaluated, so no user function is
 """
 import ast
 import inspect
+import linecache
 import sys
 import textwrap
 
@@ -92,7 +93,12 @@ def _candidates(frame):
     if cached is not None:
         return cached
     try:
-        lines, start = inspect.getsourcelines(code)
+        if code.co_name == "<module>":  # a script's loop: the whole file (getsourcelines gives one block)
+            lines, start = linecache.getlines(code.co_filename), 1
+            if not lines:
+                raise OSError(code.co_filename)
+        else:
+            lines, start = inspect.getsourcelines(code)
     except (OSError, TypeError):
         _PARSED[code] = []
         return []

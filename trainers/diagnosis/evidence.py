@@ -80,6 +80,7 @@ class Finding:
         self.created_site = created_site
         self.container_name = container_name
         self.holders = holders
+        self.holder_path = ()  # from the container's element to the tensor: ("index", i), ("key", k), ("attr", name, position)
         self.state_is_tuple = state_is_tuple
         self.scalar = scalar
         self.retained_nodes = retained_nodes

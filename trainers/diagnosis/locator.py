@@ -153,18 +153,88 @@ class LeakLocator:
 
     @staticmethod
     def containers_holding(nodes, own):
-        """The first container (list, dict, set, deque) that refers to one of ``nodes``, or None.
+        """The first container (list, dict, set, deque) that holds one of ``nodes``, or None.
 
+        The walk goes up through the referrers that wrap a value without being nameable
+        containers: tuples, dicts that are not namespaces, objects' attributes (dataclasses
+        too), up to ``HOLDER_DEPTH`` levels, so that ``curve.append((step, loss))`` finds
+        ``curve``. Returns ``(container, node, path)``: ``path`` leads from the container's element
+        to the node, as ``("index", i)``, ``("key", k)`` and ``("attr", name, position)`` steps.
         ``own`` lists the locator's and monitor's own lists, which are never the answer.
         """
         for node in nodes:
-            for referrer in gc.get_referrers(node):
-                if isinstance(referrer, _CONTAINER_TYPES) and not any(referrer is mine for mine in own):
-                    if isinstance(referrer, dict) and _is_namespace(referrer):
-                        continue
-                    return referrer, node
-        return None, None
+            found = _holder_of(node, own)
+            if found is not None:
+                return found[0], node, found[1]
+        return None, None, ()
 
+
+
+HOLDER_DEPTH = 4
+
+
+def _holder_of(node, own):
+    """``(container, path)`` for the nearest nameable container above ``node``, or None."""
+    level, seen = [(node, ())], {id(node)}
+    for _ in range(HOLDER_DEPTH):
+        above = []
+        for value, path in level:
+            for referrer in gc.get_referrers(value):
+                if id(referrer) in seen or any(referrer is mine for mine in own):
+                    continue
+                seen.add(id(referrer))
+                if isinstance(referrer, _CONTAINER_TYPES):
+                    if isinstance(referrer, dict) and _is_namespace(referrer):
+                        owner = _owner_of_dict(referrer)
+                        if owner is not None:  # an object's attribute: go on to the object
+                            name = next((k for k, v in referrer.items() if v is value), None)
+                            above.append((owner, (_attribute_step(owner, name),) + path))
+                        continue
+                    return referrer, _step_into(referrer, value) + path
+                if isinstance(referrer, tuple):
+                    index = next((i for i, item in enumerate(referrer) if item is value), None)
+                    above.append((referrer, (("index", index),) + path))
+                elif _is_plain_object(referrer):
+                    name = next((k for k, v in vars(referrer).items() if v is value), None)
+                    if name is not None:
+                        above.append((referrer, (_attribute_step(referrer, name),) + path))
+        level = above
+        if not level:
+            return None
+    return None
+
+
+def _step_into(container, value):
+    """The step from ``container`` to its element ``value`` (empty for lists, sets and deques)."""
+    if isinstance(container, dict):
+        key = next((k for k, v in container.items() if v is value), None)
+        return (("key", key),)
+    return ()
+
+
+def _attribute_step(owner, name):
+    fields = getattr(owner, "__dataclass_fields__", None)
+    position = list(fields).index(name) if fields and name in fields else None
+    return ("attr", name, position)
+
+
+def _is_plain_object(value):
+    """An instance with a ``__dict__`` that is no module, class, function or frame (a graph node has none)."""
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, (type, types.ModuleType, types.FunctionType, types.FrameType, types.MethodType))
+        and not isinstance(value, autograd.Value)
+    )
+
+
+def _owner_of_dict(mapping):
+    """The object whose ``__dict__`` is ``mapping``, or None (module globals, frame locals)."""
+    if "__name__" in mapping:
+        return None
+    for owner in gc.get_referrers(mapping):
+        if _is_plain_object(owner) and getattr(owner, "__dict__", None) is mapping:
+            return owner
+    return None
 
 
 def reads_weight(node):

@@ -76,6 +76,7 @@ class LeakDiagnosis:
         self._pending = None  # a container finding waiting for its adding line (reporting)
         self._container = None  # the container of the finding being located or reported
         self._awaiting_backward = None  # [finding, weak refs to kept losses, the losses held] until a backward()
+        self._no_grad_reported = (None, -1)  # (site, iteration) of the latest NoGradWarning, from either path
 
     # ---- the state machine ----------------------------------------------------------------
     def observe(self, record, caller_frame, wasted=(0, 0)) -> None:
@@ -88,7 +89,8 @@ class LeakDiagnosis:
         if site is not None and training:
             finding = Finding(MISSING_NO_GRAD, site, iteration=record.iteration)
             message = wasted_graph_message(self.wasted.nodes_wasted, self.wasted.bytes_wasted, site)
-            self.emit(message, NoGradWarning, finding.key, site)
+            if not self._no_grad_just_reported(site, record.iteration):
+                self.emit(message, NoGradWarning, finding.key, site)
         suspicion = self.detector.observe(record)
         if self.state == REPORTING:
             self._awaiting_adding_line(record)
@@ -163,7 +165,8 @@ class LeakDiagnosis:
             self._forward_dismissals = 0
             message = no_grad_message(finding.nodes_made, finding.bytes_made, self.detector.unsettled_run, finding.site)
             self._back_to_watching()
-            self.emit(message, NoGradWarning, finding.key, finding.site)
+            if not self._no_grad_just_reported(finding.site, record.iteration):
+                self.emit(message, NoGradWarning, finding.key, finding.site)
             return
         self._reports += 1
         growth = self.detector.growth()
@@ -174,6 +177,13 @@ class LeakDiagnosis:
         message = graph_leak_message(finding, growth, record.iteration, record.live_nodes, self._adding)
         self._back_to_watching()
         self.emit(message, GraphLeakWarning, finding.key, finding.site or finding.created_site)
+
+    def _no_grad_just_reported(self, site, iteration, within=2):
+        """Whether the other path (evaluation-only iterations, wasted graphs) just reported this site;
+        notes this report either way, so that one evaluation gives one NoGradWarning."""
+        last_site, last_iteration = self._no_grad_reported
+        self._no_grad_reported = (site, iteration)
+        return site == last_site and iteration - last_iteration <= within
 
     def _false_alarm(self, iteration):
         self.locator.stop()
@@ -265,7 +275,7 @@ class LeakDiagnosis:
             return self._carried_finding(crossings, alive, frames, kept, newest)
         used = {id(x) for node, _ in alive for x in node.inputs}
         roots = [node for node, r in retained if r.iteration == newest and id(node) not in used]
-        container, held = locator.containers_holding(roots, own=[alive, retained, roots])
+        container, held, path = locator.containers_holding(roots, own=[alive, retained, roots])
         scalar = _is_scalar(held if held is not None else (roots or kept)[0])
         record_of = {id(node): r for node, r in retained}
         if container is not None:
@@ -273,7 +283,7 @@ class LeakDiagnosis:
             adding = find_adding_line(container, frames[0] if frames else None)
             self._adding, self._container = adding, container
             name = adding.container_expression if adding else name_held_in_frames(container, frames[0] if frames else None)
-            return Finding(
+            finding = Finding(
                 CONTAINER,
                 adding.site if adding else None,
                 created_site=created,
@@ -282,6 +292,8 @@ class LeakDiagnosis:
                 retained_nodes=kept,
                 iteration=newest,
             )
+            finding.holder_path = path
+            return finding
         site = record_of[id(roots[0])].site if roots else retained[0][1].site
         return Finding(HELD, site, created_site=site, scalar=scalar, retained_nodes=kept, iteration=newest)
 

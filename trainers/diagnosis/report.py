@@ -63,7 +63,7 @@ def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
         return (
             f"{head}\n  {where}\n  {holder} holds a tensor with its whole graph from every iteration.{made}"
             f"{_kept(finding, nbytes)}\n"
-            f"  Fix: {container_fix(adding, finding.scalar)}"
+            f"  Fix: {container_fix(adding, finding.scalar, finding.holder_path)}"
         )
     return (
         f"{head}\n  The retained graphs are made at {describe_site(finding.site)}\n"
@@ -182,7 +182,59 @@ def carried_state_fix(finding):
     return f"detach the carried state {per_batch}, e.g. `h = h.detach()` (or `h = tuple(s.detach() for s in h)`)."
 
 
-def container_fix(adding, scalar):
+def within(node, path, scalar):
+    """The source of ``node`` with only the part that ``path`` leads to detached (``.item()`` for a
+    one-element tensor): ``(step, loss)`` with path ``[("index", 1)]`` -> ``(step, loss.item())``.
+    None when the source does not spell that part (the fix then falls back to general words)."""
+    tree = ast.parse(ast.unparse(node), mode="eval")
+
+    def descend(current, steps):
+        if not steps:
+            return None
+        kind, key = steps[0][0], steps[0][1]
+        child = None
+        if kind == "index" and isinstance(current, (ast.Tuple, ast.List)) and key is not None and key < len(current.elts):
+            child = ("elts", key)
+        elif kind == "key" and isinstance(current, ast.Dict):
+            index = next((i for i, k in enumerate(current.keys) if isinstance(k, ast.Constant) and k.value == key), None)
+            child = None if index is None else ("values", index)
+        elif kind == "attr" and isinstance(current, ast.Call):
+            keyword = next((i for i, k in enumerate(current.keywords) if k.arg == key), None)
+            if keyword is not None:
+                child = ("keyword", keyword)
+            elif steps[0][2] is not None and steps[0][2] < len(current.args):
+                child = ("args", steps[0][2])
+        if child is None:
+            return None
+        field, index = child
+        sub = current.keywords[index].value if field == "keyword" else getattr(current, field)[index]
+        if len(steps) > 1:
+            return descend(sub, steps[1:]) and True
+        method = "item" if scalar else "detach"
+        replacement = ast.Call(ast.Attribute(sub, method, ast.Load()), [], [])
+        if field == "keyword":
+            current.keywords[index].value = replacement
+        else:
+            getattr(current, field)[index] = replacement
+        return True
+
+    if not descend(tree.body, list(path)):
+        return None
+    return ast.unparse(tree.body)
+
+
+def container_fix(adding, scalar, path=()):
+    if adding is not None and path and len(adding.arguments) == 1 and adding.method not in ("__setitem__", "+="):
+        node, _ = adding.arguments[0]
+        rewritten = within(node, path, scalar)
+        if rewritten is not None:
+            keep = "a Python number" if scalar else "a detached tensor"
+            return f"store {keep} where the tensor sits: `{adding.container_expression}.{adding.method}({rewritten})`."
+    if adding is not None and path and adding.method == "__setitem__":
+        node, _ = adding.arguments[0]
+        rewritten = within(node, path, scalar)
+        if rewritten is not None:
+            return f"store a Python number where the tensor sits: `{adding.container_expression}[{adding.key}] = {rewritten}`."
     if adding is None:
         return (
             "store detached values (`t.detach()`) or Python numbers (`float(t.numpy())`) in the container, "
