@@ -40,7 +40,7 @@ def find_adding_line(container, frame, max_frames=8):
             for line in _candidates(frame):
                 if _evaluate(line.target, frame) is container:
                     adding = line.adding_line()
-                    if not all(_already_detached(node) for node, _ in adding.arguments):
+                    if not any(_detaches(node) for node, _ in adding.arguments):
                         return adding
                     fallback = fallback or adding
         frame = frame.f_back
@@ -132,6 +132,14 @@ def _candidates(frame):
     return found
 
 
+def _inside(line, other):
+    """Whether ``line``'s call is part of ``other``'s target (``setdefault`` in ``d.setdefault(k, []).append``)."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.value is line.target
+        for node in ast.walk(other.target)
+    )
+
+
 _MISSING = object()
 
 
@@ -159,6 +167,11 @@ def _evaluate(node, frame):
     except (KeyError, IndexError, TypeError):
         return _MISSING
     return _MISSING
+
+
+def _detaches(node):
+    """Whether some part of ``node`` is detached or made a number: the line of a fixed twin."""
+    return any(_already_detached(part) for part in ast.walk(node) if isinstance(part, ast.Call))
 
 
 def _already_detached(node):
@@ -227,7 +240,14 @@ class AddingLineWatcher:
             return
         lineno = frame.f_lineno
         adding = [line for line in _candidates(frame) if line.lineno <= lineno and _evaluate(line.target, frame) is self.container]
+        # NOTE: a target that is a call (``self.scalars.setdefault(tag, []).append(...)``) cannot be
+        # evaluated without running user code; the adding statement on the running line is the one.
+        on_line = [line for line in _candidates(frame) if line.lineno == lineno and line.method in ADDING_METHODS]
         if adding:
             self.caught = max(adding, key=lambda line: line.lineno).adding_line()
+        elif on_line:
+            # ``a.setdefault(k, []).append(v)``: the outermost call (whose target holds the others) adds
+            outer = [line for line in on_line if not any(line.target is not o.target and _inside(line, o) for o in on_line)]
+            self.caught = (outer or on_line)[0].adding_line()
         else:
             self.caught = AddingLine((frame.f_code.co_filename, lineno), None, None, [])

@@ -174,34 +174,70 @@ HOLDER_DEPTH = 4
 
 
 def _holder_of(node, own):
-    """``(container, path)`` for the nearest nameable container above ``node``, or None."""
-    level, seen = [(node, ())], {id(node)}
+    """``(container, path)`` for the nearest nameable container above ``node``, or None.
+
+    A container that is itself an element of another (the stats dict appended to a log) is not
+    nameable: the walk goes on to the one that holds it. A list that is a value of a dict which
+    is not itself an element (``self.scalars[tag]``) is nameable through that dict.
+    """
+    scratch = {id(own)} | {id(mine) for mine in own}  # the walk's own lists and pairs, never holders
+
+    def referrers_of(value):
+        found = gc.get_referrers(value)
+        scratch.add(id(found))
+        return [r for r in found if id(r) not in scratch]
+
+    def is_element(container):
+        for r in referrers_of(container):
+            if isinstance(r, (list, tuple, set, collections.deque)) or (isinstance(r, dict) and not _is_namespace(r)):
+                return True
+        return False
+
+    def nameable(container):
+        if not is_element(container):
+            return True
+        return any(isinstance(r, dict) and not _is_namespace(r) and not is_element(r) for r in referrers_of(container))
+
+    level, seen, fallback = [[node, ()]], {id(node)}, None
+    scratch.update((id(level), id(level[0])))
     for _ in range(HOLDER_DEPTH):
         above = []
+        scratch.add(id(above))
         for value, path in level:
-            for referrer in gc.get_referrers(value):
-                if id(referrer) in seen or any(referrer is mine for mine in own):
+            for referrer in referrers_of(value):
+                if id(referrer) in seen or isinstance(referrer, types.FrameType):
                     continue
                 seen.add(id(referrer))
+                pair = None
                 if isinstance(referrer, _CONTAINER_TYPES):
                     if isinstance(referrer, dict) and _is_namespace(referrer):
                         owner = _owner_of_dict(referrer)
                         if owner is not None:  # an object's attribute: go on to the object
                             name = next((k for k, v in referrer.items() if v is value), None)
-                            above.append((owner, (_attribute_step(owner, name),) + path))
-                        continue
-                    return referrer, _step_into(referrer, value) + path
-                if isinstance(referrer, tuple):
+                            pair = [owner, (_attribute_step(owner, name),) + path]
+                    else:
+                        step = _step_into(referrer, value) + path
+                        if nameable(referrer):
+                            return referrer, step
+                        fallback = fallback or (referrer, step)
+                        if isinstance(referrer, list):  # an unnamed list inside another: its index is spelled
+                            index = next((i for i, item in enumerate(referrer) if item is value), None)
+                            step = (("index", index),) + path
+                        pair = [referrer, step]
+                elif isinstance(referrer, tuple):
                     index = next((i for i, item in enumerate(referrer) if item is value), None)
-                    above.append((referrer, (("index", index),) + path))
+                    pair = [referrer, (("index", index),) + path]
                 elif _is_plain_object(referrer):
                     name = next((k for k, v in vars(referrer).items() if v is value), None)
                     if name is not None:
-                        above.append((referrer, (_attribute_step(referrer, name),) + path))
+                        pair = [referrer, (_attribute_step(referrer, name),) + path]
+                if pair is not None:
+                    scratch.add(id(pair))
+                    above.append(pair)
         level = above
         if not level:
-            return None
-    return None
+            break
+    return fallback
 
 
 def _step_into(container, value):

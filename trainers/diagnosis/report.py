@@ -211,6 +211,8 @@ def within(node, path, scalar):
         if len(steps) > 1:
             return descend(sub, steps[1:]) and True
         method = "item" if scalar else "detach"
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in ("item", "detach"):
+            return None  # already detached: this is not the line that keeps the graph
         replacement = ast.Call(ast.Attribute(sub, method, ast.Load()), [], [])
         if field == "keyword":
             current.keywords[index].value = replacement
