@@ -4,6 +4,7 @@ A ``Suspicion`` is what the counters suggest (cheap, O(1) per step, may be wrong
 ``Finding`` is what the locator established by looking at the nodes themselves (the user's line,
 what holds the graphs, the fix). Only a Finding is ever reported.
 """
+import weakref
 from typing import Optional, Tuple
 
 # Suspicion kinds
@@ -84,10 +85,23 @@ class Finding:
         self.state_is_tuple = state_is_tuple
         self.scalar = scalar
         self.retained_nodes = retained_nodes
+        self.frozen_text = None  # explain()'s text, drawn when the finding was reported
+        self.frozen_dot = None  # the retained graph as DOT text, drawn then
         self.iteration = iteration
         self.nodes_made = 0
         self.bytes_made = 0
         self.kept_alive = False
+
+    @property
+    def retained_nodes(self) -> tuple:
+        """The retained nodes still alive: the finding holds them weakly, so it keeps no graph alive
+        (once the user's own reference goes, this is empty and ``explain()`` shows what was drawn)."""
+        nodes = tuple(node for node in (ref() for ref in self._retained_refs) if node is not None)
+        return nodes if len(nodes) == len(self._retained_refs) else ()
+
+    @retained_nodes.setter
+    def retained_nodes(self, nodes) -> None:
+        self._retained_refs = tuple(weakref.ref(node) for node in nodes)
 
     @property
     def key(self):

@@ -176,9 +176,9 @@ HOLDER_DEPTH = 4
 def _holder_of(node, own):
     """``(container, path)`` for the nearest nameable container above ``node``, or None.
 
-    A container that is itself an element of another (the stats dict appended to a log) is not
-    nameable: the walk goes on to the one that holds it. A list that is a value of a dict which
-    is not itself an element (``self.scalars[tag]``) is nameable through that dict.
+    A list, set or deque is the holder (the user adds to it). A dict that is itself an element of
+    another container (the stats dict appended to a log) is not: the walk goes on to the one that
+    holds it; a dict that is a value of a named dict is named by a subscript.
     """
     scratch = {id(own)} | {id(mine) for mine in own}  # the walk's own lists and pairs, never holders
 
@@ -193,10 +193,13 @@ def _holder_of(node, own):
                 return True
         return False
 
-    def nameable(container):
+    def nameable(container, depth=HOLDER_DEPTH):
+        # NOTE: a value of a named dict is named by a subscript (``hist["train"]["loss"]``)
         if not is_element(container):
             return True
-        return any(isinstance(r, dict) and not _is_namespace(r) and not is_element(r) for r in referrers_of(container))
+        return depth > 0 and any(
+            isinstance(r, dict) and not _is_namespace(r) and nameable(r, depth - 1) for r in referrers_of(container)
+        )
 
     level, seen, fallback = [[node, ()]], {id(node)}, None
     scratch.update((id(level), id(level[0])))
@@ -217,7 +220,9 @@ def _holder_of(node, own):
                             pair = [owner, (_attribute_step(owner, name),) + path]
                     else:
                         step = _step_into(referrer, value) + path
-                        if nameable(referrer):
+                        # NOTE: a list, set or deque is where the user adds (``curve.append``); a dict may be
+                        # one step's stats inside a log, so only a dict that is no element is the holder
+                        if not isinstance(referrer, dict) or nameable(referrer):
                             return referrer, step
                         fallback = fallback or (referrer, step)
                         if isinstance(referrer, list):  # an unnamed list inside another: its index is spelled

@@ -40,7 +40,7 @@ from .evidence import (
     Suspicion,
 )
 from .locator import LeakLocator, fed_forward
-from .report import graph_leak_message, no_grad_message, wasted_graph_message
+from .report import freeze, graph_leak_message, no_grad_message, wasted_graph_message
 from .wasted import WastedGraphs
 from .sites import is_framework_file, source_of
 from .warnings import GraphLeakWarning, NoGradWarning
@@ -175,6 +175,8 @@ class LeakDiagnosis:
         self.detector.forget()
         self._quiet_until = record.iteration + 10 * 2 ** min(self._reports, 6)
         message = graph_leak_message(finding, growth, record.iteration, record.live_nodes, self._adding)
+        freeze(finding)  # the finding keeps text and DOT; its nodes only weakly
+        self._container = None  # nor the user's container
         self._back_to_watching()
         self.emit(message, GraphLeakWarning, finding.key, finding.site or finding.created_site)
 

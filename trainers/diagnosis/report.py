@@ -355,6 +355,8 @@ def explain(finding: Optional[Finding], path=None) -> str:
         the text (nothing is printed: ``MemoryMonitor.explain`` returns it for display), or the
         path written.
     """
+    if finding is not None and not finding.retained_nodes and finding.frozen_text is not None:
+        return _explain_frozen(finding, path)
     if finding is None or not finding.retained_nodes:
         return "no leak found yet: nothing to explain (MemoryMonitor.explain shows the last finding)"
     roots = _roots(finding.retained_nodes)
@@ -377,6 +379,35 @@ def explain(finding: Optional[Finding], path=None) -> str:
 
 def explain_dot(finding: Optional[Finding]) -> Optional[str]:
     """The retained graph of ``finding`` as DOT text (drawn inline in notebooks), or None."""
-    if finding is None or not finding.retained_nodes:
+    if finding is None:
         return None
+    if not finding.retained_nodes:
+        return finding.frozen_dot
     return viz.to_dot(_roots(finding.retained_nodes)[0])
+
+
+def freeze(finding: Finding) -> None:
+    """Draw what ``explain()`` shows now, while the graph is alive, so that the finding can hold
+    it weakly: a finding keeps text and DOT, never the tensors."""
+    nodes = finding.retained_nodes
+    if not nodes:
+        return
+    finding.frozen_text = explain(finding)
+    finding.frozen_dot = viz.to_dot(_roots(nodes)[0])
+
+
+def _explain_frozen(finding: Finding, path):
+    """``explain()`` from what the finding drew when it was reported (its graph is gone)."""
+    if path is None:
+        return finding.frozen_text
+    path = os.fspath(path)
+    if path.endswith(".dot"):
+        with open(path, "w") as stream:
+            stream.write(finding.frozen_dot)
+        return path
+    from needle.viz.dot import _pipe
+
+    output_format = os.path.splitext(path)[1].lstrip(".").lower()
+    with open(path, "wb") as stream:
+        stream.write(_pipe(finding.frozen_dot, output_format))
+    return path
