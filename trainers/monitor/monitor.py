@@ -57,7 +57,7 @@ class MemoryMonitor(Callback):
 
     Attributes:
         history: a bounded ``StepHistory`` (``len`` counts every step).
-        last_finding: the latest reported ``Finding`` (with ``retained_nodes``), or None.
+        last_finding: the latest reported ``Finding`` (``retained_nodes`` held weakly), or None.
         warnings_issued: how many warnings were issued, by category name.
 
     Example:
@@ -156,8 +156,8 @@ class MemoryMonitor(Callback):
     def last_finding(self) -> Finding | None:
         """The latest ``Finding``: its kind, site and the graph nodes one iteration retained.
 
-        It keeps those nodes (and what they reach) alive so that they can be shown; call
-        ``clear_finding()`` to let them go.
+        It holds those nodes weakly, with the text and DOT ``explain()`` shows, so it keeps no graph
+        alive once your own reference goes; ``clear_finding()`` drops it.
         """
         return self.diagnosis.last_finding
 
