@@ -87,6 +87,8 @@ def parse_arguments(argv=None):
         parser.error(f"--resume: no checkpoint at {args.checkpoint}; drop --resume to start a new run there")
     if args.checkpoint:
         prepare_checkpoint_folder(args.checkpoint, parser)
+    if args.compile and int(np.__version__.split(".")[0]) < 2:
+        parser.error(f"--compile needs numpy >= 2 (this is numpy {np.__version__}); upgrade numpy or drop --compile")
     if args.model == "cnn" and args.hidden is not None:
         parser.error("--hidden: the cnn has a fixed head (3136-128-10); drop --hidden, or use --model mlp or lstm")
     args.device_object = resolve_device(args.device, parser)

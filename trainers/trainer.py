@@ -203,6 +203,10 @@ class Trainer:
         self.batches_per_epoch = None
         self._noted_earlier_graphs = False  # graphs alive before the first fit are said once
         self._position = None  # the EpochPosition of an epoch started but not finished
+        if compile:
+            from needle.compiler.compiled import require_supported_numpy
+
+            require_supported_numpy()  # refused here, before anything trains, not at the first step
         self._forward_backward = needle.compile(self._forward_backward_eager) if compile else self._forward_backward_eager
 
     # ---- the loop -----------------------------------------------------------------------------

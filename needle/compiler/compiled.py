@@ -56,6 +56,21 @@ def compile(fn=None):
     return CompiledFunction(fn)
 
 
+NUMPY_MAJOR = int(numpy.__version__.split(".")[0])
+
+
+def require_supported_numpy() -> None:
+    """Raise :class:`CaptureError` on numpy 1: the capture records through numpy 2's dispatch of
+    ufuncs and functions to array subclasses, and under numpy 1 a replay would not reproduce the
+    step (it was found to return the captured values again)."""
+    if NUMPY_MAJOR < 2:
+        raise CaptureError(
+            f"ndl.compile needs numpy >= 2 (this is numpy {numpy.__version__}): its capture relies on "
+            f"numpy 2's dispatch to array subclasses. Upgrade numpy (pip install 'numpy>=2'), or call "
+            f"the function without ndl.compile (Trainer(..., compile=False), no --compile)"
+        )
+
+
 class CompiledFunction:
     """A step function with one captured plan per signature; see :func:`compile`.
 
@@ -85,6 +100,7 @@ class CompiledFunction:
         return bound[1]
 
     def __call__(self, *args, **kwargs):
+        require_supported_numpy()
         state = self._state
         if state is None:
             state = self._state = discover(self.fn, args, kwargs)
