@@ -29,3 +29,21 @@ def pinned_needle_backend(request):
         context = contextlib.nullcontext()
     with context:
         yield
+
+
+# On numpy 1 ``ndl.compile`` refuses (needle.compiler.compiled.require_supported_numpy), so the
+# tests of what it computes do not apply there; tests/compile/test_numpy_requirement.py checks the
+# refusal, and the CUDA graph bookkeeping (no capture) still runs.
+_COMPILE_TESTS_ON_NUMPY_1 = ("test_numpy_requirement.py", "test_cuda_graph.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    from needle.compiler.compiled import NUMPY_MAJOR
+
+    if NUMPY_MAJOR >= 2:
+        return
+    refused = pytest.mark.skip(reason="ndl.compile needs numpy >= 2 and refuses on numpy 1 (test_numpy_requirement.py)")
+    for item in items:
+        path = str(item.path).replace("\\", "/")
+        if "/tests/compile/" in path and item.path.name not in _COMPILE_TESTS_ON_NUMPY_1:
+            item.add_marker(refused)
