@@ -19,6 +19,8 @@ import os
 import re
 import subprocess
 import sys
+
+import numpy as np
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -81,6 +83,10 @@ def test_only_gpu_blocks_opt_out_and_they_are_counted():
 
 def test_every_readme_python_block_runs_in_order_in_a_fresh_folder(tmp_path):
     blocks = [(line, source) for line, source, skipped in python_blocks(README.read_text()) if not skipped]
+    if int(np.__version__.split(".")[0]) < 2:  # ndl.compile refuses numpy 1 (README: Compiled steps)
+        compiled = [line for line, source in blocks if "@ndl.compile" in source]
+        assert len(compiled) == 1, compiled
+        blocks = [(line, source) for line, source in blocks if "@ndl.compile" not in source]
     assert len(blocks) >= 4  # the lecture's graph, training by hand, the Trainer, the monitor
     environment = dict(os.environ, PYTHONPATH=str(REPOSITORY), NEEDLE_WARNINGS="error", MPLBACKEND="Agg")
     environment.pop("NEEDLE_BACKEND", None)  # the README describes the default backend
