@@ -95,37 +95,29 @@ def parse_arguments(argv=None):
     return args
 
 
-def positive_int(text):
-    """An argparse type: an int >= 1 (argparse reports the error, before any training)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def argument_type(convert, accepts, wanted):
+    """An argparse type: ``convert(text)`` that ``accepts`` (argparse reports a refusal before any training).
+
+    ``wanted`` says what is expected, e.g. ``"a number in [0, 1)"``; a refusal reads
+    "must be a number in [0, 1), got 1".
+    """
+
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}") from None
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text}")
+        return value
+
+    parse.__name__ = convert.__name__  # argparse names the type in its own messages
+    return parse
 
 
-def positive_float(text):
-    """An argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def momentum(text):
-    """An argparse type: a number in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
+positive_int = argument_type(int, lambda value: value >= 1, "a whole number >= 1")
+positive_float = argument_type(float, lambda value: 0 < value < float("inf"), "a finite number > 0")
+momentum = argument_type(float, lambda value: 0 <= value < 1, "a number in [0, 1)")
 
 
 def prepare_checkpoint_folder(path, parser):
