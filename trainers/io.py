@@ -1,8 +1,8 @@
 """Files the trainers write: whole files replaced atomically, and the one row writer.
 
 ``atomic_write`` is needle's one atomic writer (``needle.atomic_file``): a crash, a full disk or
-a Ctrl-C mid-write leaves the previous file whole. Every run record (``History.to_csv``, the
-monitor's records and step log, the CSV and JSON-lines loggers) goes through the row writer
+a Ctrl-C mid-write leaves the previous file whole. Every run log (``MetricsHistory.to_csv``, the
+monitor's exports and step log, the CSV and JSON-lines loggers) goes through the row writer
 below: ``RowFormat`` (``CSV_ROWS``, ``JSON_LINES``) turns rows into lines, ``write_rows`` writes
 a whole file atomically, and ``RowStream`` appends row by row and, when a run resumes, first
 trims the rows past the resumed step.

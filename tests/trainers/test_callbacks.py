@@ -46,8 +46,8 @@ class Recorder(Callback):
     def on_before_optimizer_step(self, trainer, optimizer):
         self.log.append((self.name, "on_before_optimizer_step", optimizer is trainer.optimizer))
 
-    def on_train_batch_end(self, trainer, record):
-        self.log.append((self.name, "on_train_batch_end", record["step"]))
+    def on_train_batch_end(self, trainer, metrics):
+        self.log.append((self.name, "on_train_batch_end", metrics["step"]))
 
     def on_validation_end(self, trainer, epoch, metrics):
         self.log.append((self.name, "on_validation_end", epoch, sorted(metrics)))
@@ -108,8 +108,8 @@ class StopAtStep(Callback):
     def __init__(self, step):
         self.step = step
 
-    def on_train_batch_end(self, trainer, record):
-        if record["step"] == self.step:
+    def on_train_batch_end(self, trainer, metrics):
+        if metrics["step"] == self.step:
             trainer.should_stop = True
 
 
@@ -139,8 +139,8 @@ def test_on_exception_replaces_on_fit_end_and_error_propagates():
     log = []
 
     class Boom(Callback):
-        def on_train_batch_end(self, trainer, record):
-            if record["step"] == 2:
+        def on_train_batch_end(self, trainer, metrics):
+            if metrics["step"] == 2:
                 raise KeyError("boom")
 
     trainer = toy_trainer([Boom(), Recorder("log", log)])
@@ -151,10 +151,10 @@ def test_on_exception_replaces_on_fit_end_and_error_propagates():
     assert "on_fit_end" not in hooks
 
 
-def test_batch_hook_can_extend_the_history_record():
+def test_batch_hook_can_add_keys_to_the_steps_metrics():
     class AddLearningRate(Callback):
-        def on_train_batch_end(self, trainer, record):
-            record["lr"] = trainer.optimizer.lr
+        def on_train_batch_end(self, trainer, metrics):
+            metrics["lr"] = trainer.optimizer.lr
 
     trainer = toy_trainer([AddLearningRate()])
     trainer.fit(toy_loader(), epochs=1)

@@ -173,8 +173,8 @@ class SaveAtStep(Callback):
     def __init__(self, path, step):
         self.path, self.step = path, step
 
-    def on_train_batch_end(self, trainer, record):
-        if record["step"] == self.step:
+    def on_train_batch_end(self, trainer, metrics):
+        if metrics["step"] == self.step:
             trainer.save_checkpoint(self.path)
 
 
