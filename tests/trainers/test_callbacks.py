@@ -161,6 +161,17 @@ def test_batch_hook_can_add_keys_to_the_steps_metrics():
     assert trainer.history.column("lr") == [0.1, 0.1, 0.1]
 
 
+def test_a_batch_hook_whose_parameter_has_its_earlier_name_still_gets_the_metrics():
+    seen = []
+
+    class EarlierSpelling(Callback):
+        def on_train_batch_end(self, trainer, record):  # the parameter's name before "metrics"
+            seen.append(record["step"])
+
+    toy_trainer([EarlierSpelling()]).fit(toy_loader(), epochs=1)
+    assert seen == [1, 2, 3]
+
+
 def test_base_callback_hooks_are_documented_no_ops():
     callback, trainer = Callback(), toy_trainer([])
     arguments = {"on_train_epoch_start": (1,), "on_train_batch_end": ({},), "on_validation_end": (1, {}),

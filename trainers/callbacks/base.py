@@ -22,7 +22,8 @@ class Callback:
     """Base class of trainer callbacks: override only the hooks you need.
 
     Every hook receives the trainer first, so a callback can read ``trainer.model``,
-    ``trainer.optimizer``, ``trainer.history``, ``trainer.epoch`` and ``trainer.global_step``.
+    ``trainer.optimizer``, ``trainer.history`` (a ``MetricsHistory``), ``trainer.epoch`` and
+    ``trainer.global_step``.
 
     Example:
         >>> class StopAfter(Callback):
