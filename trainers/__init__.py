@@ -13,6 +13,7 @@ imports neither the trainer nor the monitor).
 """
 from .diagnosis.warnings import DiagnosticWarning, GraphLeakWarning, NoGradWarning
 from .monitor.records import StepRecord
+from .monitor.history import StepHistory
 from .diagnosis.evidence import Finding, Suspicion
 from .monitor.monitor import MemoryMonitor
 from .callbacks.base import Callback

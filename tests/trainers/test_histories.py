@@ -7,8 +7,8 @@ import needle as ndl
 import trainers
 import trainers.trainer
 from needle.data import DataLoader, NDArrayDataset
-from trainers import MemoryMonitor, MetricsHistory, StepRecord, Trainer
-from trainers.monitor.history import StepHistory
+from trainers import MemoryMonitor, MetricsHistory, StepHistory, StepRecord, Trainer
+from trainers.monitor.history import StepHistory as StepHistoryAtItsModule
 
 
 def fitted(monitor):
@@ -23,6 +23,7 @@ def test_the_earlier_name_history_is_the_metrics_history_at_both_import_paths():
     assert trainers.History is MetricsHistory
     assert trainers.trainer.History is MetricsHistory
     assert trainers.trainer.MetricsHistory is MetricsHistory
+    assert StepHistory is StepHistoryAtItsModule and StepHistory is not MetricsHistory
 
 
 def test_the_trainers_history_holds_metrics_and_the_monitors_holds_step_records():

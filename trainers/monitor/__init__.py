@@ -8,4 +8,5 @@ returns) and ``message_wrap`` (warnings wrapped for notebooks). The leak diagnos
 """
 from .explanation import Explanation
 from .monitor import MemoryMonitor
+from .history import StepHistory
 from .records import StepRecord
