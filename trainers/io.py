@@ -1,8 +1,8 @@
 """Files the trainers write: whole files replaced atomically, and the one row writer.
 
 ``atomic_write`` is needle's one atomic writer (``needle.atomic_file``): a crash, a full disk or
-a Ctrl-C mid-write leaves the previous file whole. Every run record (``History.to_csv``, the
-monitor's records and step log, the CSV and JSON-lines loggers) goes through the row writer
+a Ctrl-C mid-write leaves the previous file whole. Every run log (``MetricsHistory.to_csv``, the
+monitor's exports and step log, the CSV and JSON-lines loggers) goes through the row writer
 below: ``RowFormat`` (``CSV_ROWS``, ``JSON_LINES``) turns rows into lines, ``write_rows`` writes
 a whole file atomically, and ``RowStream`` appends row by row and, when a run resumes, first
 trims the rows past the resumed step.
@@ -109,7 +109,8 @@ class RowStream:
     Nothing touches the file until ``start``. ``start()`` replaces it (atomically) with an empty
     one (the CSV header only); ``start(keep=...)`` keeps the rows that a resumed run still
     needs, those whose ``key`` column is at most ``keep``, replacing the file atomically only
-    when some rows must go, and then appends after them. Each ``append`` is one unbuffered
+    when something must go (later rows, a last line a killed writer left cut short, a CSV header
+    that is not ``columns``), and then appends after them. Each ``append`` is one unbuffered
     ``write`` of whole lines, so a reader mid-run (``tail -f``, pandas) sees complete rows.
 
     Args:
@@ -185,9 +186,21 @@ class RowStream:
                 os.close(descriptor)
 
     def _drop_rows_after(self, keep: int) -> None:
-        rows = self.row_format.parse_rows(self.path.read_text(encoding="utf-8"))
+        data = self.path.read_bytes()
+        # NOTE: a writer killed inside its one write() can leave the last line cut short; it is no
+        # row (a cut "12,0.3" may read as step 1), so only whole lines count, and the file is rewritten.
+        end_of_whole_lines = data.rfind(b"\n") + 1
+        try:
+            whole_lines = data[:end_of_whole_lines].decode("utf-8")
+            rows = self.row_format.parse_rows(whole_lines)
+        except (ValueError, csv.Error) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            raise ValueError(
+                f"cannot resume the {self.what} {self.path}: it is not a {self.row_format.name} file of rows "
+                f"({error}); move it away (or delete it) and the run starts it afresh"
+            ) from error
         kept = [row for row in rows if _ordinal(row.get(self.key)) is not None and _ordinal(row[self.key]) <= keep]
-        if len(kept) != len(rows):
+        torn = end_of_whole_lines != len(data)
+        if len(kept) != len(rows) or torn or not whole_lines.startswith(self.row_format.header(self.columns)):
             write_rows(self.path, kept, self.columns, self.row_format, what=self.what)
 
     def __repr__(self) -> str:

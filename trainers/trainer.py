@@ -1,7 +1,6 @@
 """``Trainer``: fit a needle model; progress, memory monitoring and checkpoints hang on hooks."""
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -12,13 +11,15 @@ import numpy as np
 import needle
 from needle import autograd
 
-from .io import CSV_ROWS, atomic_write, write_rows
 from .earlier_graphs import note_earlier_graphs
 from .callbacks.base import HOOKS, Callback
 from .callbacks.checkpoint import load_checkpoint, save_checkpoint
 from .resume import DeferredInterrupt, EpochPosition, checked_trainer_state, empty_loader_message
 from .callbacks.clipping import GradientClipping
 from .fit_checks import FitRollback, check_loader, check_logits, check_loss, checked_batch
+from .metrics_history import History, MetricsHistory
+
+__all__ = ["History", "MetricsHistory", "NonFiniteLossError", "Trainer"]  # History: the earlier name
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -31,83 +32,6 @@ class NonFiniteLossError(FloatingPointError):
         self.loss = loss
 
 
-class History:
-    """What ``fit`` recorded, as lists of dicts of plain Python values.
-
-    ``steps``: one entry per training batch (``step``, ``epoch``, ``loss``, ``accuracy``,
-    ``batch_size``, ``live_nodes``, ``memory_bytes``). ``epochs``: one entry per epoch
-    (``epoch``, ``train_loss``, ``train_accuracy``, ``val_loss``, ``val_accuracy``, ``seconds``,
-    ``steps``); ``val_*`` are None without a validation loader.
-
-    Export with ``to_csv(path, per="epochs")`` / ``to_csv(path, per="steps")`` or
-    ``to_json(path)`` (both atomic); ``History.from_json(path)`` reads the JSON back.
-
-    Example:
-        >>> import tempfile, os
-        >>> history = History([{"step": 1, "epoch": 1, "loss": 0.5}], [{"epoch": 1, "train_loss": 0.5}])
-        >>> path = os.path.join(tempfile.mkdtemp(), "history.json")
-        >>> history.to_json(path)
-        >>> History.from_json(path).steps
-        [{'step': 1, 'epoch': 1, 'loss': 0.5}]
-    """
-
-    def __init__(self, steps: Iterable[dict] | None = None, epochs: Iterable[dict] | None = None) -> None:
-        self.steps = list(steps or [])
-        self.epochs = list(epochs or [])
-
-    def column(self, key: str, per: str = "steps") -> list:
-        """One key of every entry, e.g. ``history.column("loss")`` or ``column("val_accuracy", per="epochs")``."""
-        return [entry.get(key) for entry in getattr(self, per)]
-
-    def state_dict(self) -> dict:
-        return {"steps": [dict(entry) for entry in self.steps], "epochs": [dict(entry) for entry in self.epochs]}
-
-    def to_csv(self, path: str | os.PathLike[str], per: str = "epochs") -> None:
-        """Write the ``per="epochs"`` (default) or ``per="steps"`` entries as CSV, atomically.
-
-        Columns are every key, in the order first seen; a missing or None value is an empty cell.
-        """
-        if per not in ("steps", "epochs"):
-            raise ValueError(f"History.to_csv per must be 'steps' or 'epochs'; got per={per!r}")
-        entries = getattr(self, per)
-        columns = list(dict.fromkeys(key for entry in entries for key in entry))
-        write_rows(path, entries, columns, CSV_ROWS, what="history")
-
-    def to_json(self, path: str | os.PathLike[str]) -> None:
-        """Write ``{"steps": [...], "epochs": [...]}`` as JSON, atomically."""
-        with atomic_write(path, "w", what="history", encoding="utf-8") as stream:
-            json.dump(self.state_dict(), stream, indent=1)
-            stream.write("\n")
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike[str]) -> "History":
-        """Read a history written by ``to_json``.
-
-        Raises:
-            ValueError naming ``path`` when it is not UTF-8 JSON (e.g. truncated) or not the
-            ``{"steps": [...], "epochs": [...]}`` that ``to_json`` writes.
-        """
-        try:
-            with open(path, encoding="utf-8") as stream:
-                document = json.load(stream)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            where = f" at line {error.lineno}, column {error.colno}" if isinstance(error, json.JSONDecodeError) else ""
-            raise ValueError(
-                f"History.from_json: {os.fspath(path)} is not valid JSON ({error}){where}; a truncated file "
-                "(e.g. copied while being written) reads so: write it again with history.to_json(path)"
-            ) from error
-        entries = (document.get("steps"), document.get("epochs")) if isinstance(document, dict) else (None, None)
-        if not all(isinstance(part, list) and all(isinstance(entry, dict) for entry in part) for part in entries):
-            raise ValueError(
-                f"History.from_json: {os.fspath(path)} is JSON but not a history: expected "
-                '{"steps": [dicts], "epochs": [dicts]}, as history.to_json(path) writes'
-            )
-        return cls(*entries)
-
-    def __repr__(self) -> str:
-        return f"History({len(self.epochs)} epochs, {len(self.steps)} steps)"
-
-
 class Trainer:
     """Train a needle model with an optimizer; ``fit`` runs the loop, callbacks add the rest.
 
@@ -118,7 +42,7 @@ class Trainer:
         device: a needle device (or "cpu"/"cuda") to move batches to; None keeps them where the
             loader put them.
         monitor: True adds a ``trainers.MemoryMonitor()`` callback; a MemoryMonitor is added as
-            is; False or None adds none (live nodes and bytes are still recorded).
+            is; False or None adds none (``history.steps`` still logs live nodes and bytes).
         progress: True draws a ``ProgressBar`` per epoch on stderr; a ProgressBar is used as is.
         callbacks: ``Callback`` objects, called in this order after the progress bar and monitor.
         gradient_clip_val: if set, a ``GradientClipping(gradient_clip_val)`` callback is added
@@ -132,7 +56,8 @@ class Trainer:
             check, the hooks and the optimizer step still run every step, as without it.
 
     Attributes:
-        history: a ``History`` (``history.steps``, ``history.epochs``).
+        history: a ``MetricsHistory`` of what ``fit`` measured (``history.steps``, ``history.epochs``);
+            the monitor's own per-step counters are ``trainer.monitor.history``, a ``StepHistory``.
         epoch: epochs completed; global_step: optimizer steps taken (both survive checkpoints).
         should_stop: set it to True (e.g. from a callback) to end ``fit`` early.
         interrupted: True after a ``fit`` that Ctrl-C (``KeyboardInterrupt``) stopped.
@@ -195,7 +120,7 @@ class Trainer:
                 )
         self.max_epochs = max_epochs
         self.lr_scheduler = lr_scheduler
-        self.history = History()
+        self.history = MetricsHistory()
         self.epoch = 0
         self.global_step = 0
         self.should_stop = False
@@ -210,7 +135,9 @@ class Trainer:
         self._forward_backward = needle.compile(self._forward_backward_eager) if compile else self._forward_backward_eager
 
     # ---- the loop -----------------------------------------------------------------------------
-    def fit(self, train_loader: Iterable, epochs: int | None = None, val_loader: Iterable | None = None) -> History:
+    def fit(
+        self, train_loader: Iterable, epochs: int | None = None, val_loader: Iterable | None = None
+    ) -> MetricsHistory:
         """Train for ``epochs`` more epochs (continuing the epoch and step counts), or up to the
         trainer's ``max_epochs`` in all.
 
@@ -230,7 +157,7 @@ class Trainer:
         run. ``should_stop`` set mid-epoch ends that epoch early (it is summarised and counted).
 
         Ctrl-C (``KeyboardInterrupt``) stops ``fit`` cleanly: a SIGINT that arrives during a
-        training step (forward, backward, optimizer update, step record) takes effect when that
+        training step (forward, backward, optimizer update, logging its metrics) takes effect when that
         step is complete, so the parameters, the optimizer state and ``global_step`` agree and
         ``save_checkpoint`` afterwards is consistent. ``on_exception`` then ``on_fit_end`` are
         called, ``interrupted`` is set, and ``fit`` returns the history instead of raising.
@@ -281,7 +208,7 @@ class Trainer:
                             self.dispatch("on_train_batch_start", (X, y), position.batches_done)
                             loss, accuracy = self.train_step(X, y)
                             position.batches_done += 1
-                            self._record_step(epoch, loss, accuracy, batch_size=y.shape[0])
+                            self._log_step(epoch, loss, accuracy, batch_size=y.shape[0])
                         if self.should_stop:
                             break
                     if not position.batches_done:
@@ -337,7 +264,10 @@ class Trainer:
         """
         from .monitor.plot import plot_training
 
-        return plot_training(self.history, getattr(self.monitor, "history", None) or [], path)
+        step_history = getattr(self.monitor, "history", None)
+        # NOTE: only the recent window: its records are consecutive steps, so they line up one to one
+        # with the last training steps (the long-run samples before it are every stride-th step).
+        return plot_training(self.history, list(step_history.recent) if step_history else [], path)
 
     def evaluate(self, loader: Iterable) -> dict:
         """Mean loss and accuracy over ``loader``, under ``needle.no_grad()`` and ``model.eval()``.
@@ -420,7 +350,7 @@ class Trainer:
             self.model.load_state_dict(model_before)  # the model is all-or-nothing too
             self.optimizer.load_state_dict(optimizer_before)
             raise
-        self.epoch, self.global_step, self.history = epoch, global_step, History(steps, epochs)
+        self.epoch, self.global_step, self.history = epoch, global_step, MetricsHistory(steps, epochs)
         self._position = position
         np.random.set_state(random_state)
 
@@ -435,11 +365,11 @@ class Trainer:
         return self
 
     # ---- internals ----------------------------------------------------------------------------
-    def _record_step(self, epoch, loss, accuracy, batch_size):
-        """Count the step, read the graph counters, store and announce the record."""
+    def _log_step(self, epoch, loss, accuracy, batch_size):
+        """Count the step, read the graph counters, log the step's metrics and announce them."""
         self.global_step += 1
         stats = autograd.snapshot()
-        record = {
+        metrics = {
             "step": self.global_step,
             "epoch": epoch,
             "loss": loss,
@@ -448,8 +378,8 @@ class Trainer:
             "live_nodes": stats.live_nodes,
             "memory_bytes": sum(stats.bytes_by_device.values()),
         }
-        self.history.steps.append(record)
-        self.dispatch("on_train_batch_end", record)
+        self.history.steps.append(metrics)
+        self.dispatch("on_train_batch_end", metrics)
 
     def _end_epoch(self, epoch, steps, seconds, val_loader):
         """Summarise the epoch, validate, then announce it."""

@@ -46,8 +46,8 @@ class Recorder(Callback):
     def on_before_optimizer_step(self, trainer, optimizer):
         self.log.append((self.name, "on_before_optimizer_step", optimizer is trainer.optimizer))
 
-    def on_train_batch_end(self, trainer, record):
-        self.log.append((self.name, "on_train_batch_end", record["step"]))
+    def on_train_batch_end(self, trainer, metrics):
+        self.log.append((self.name, "on_train_batch_end", metrics["step"]))
 
     def on_validation_end(self, trainer, epoch, metrics):
         self.log.append((self.name, "on_validation_end", epoch, sorted(metrics)))
@@ -108,8 +108,8 @@ class StopAtStep(Callback):
     def __init__(self, step):
         self.step = step
 
-    def on_train_batch_end(self, trainer, record):
-        if record["step"] == self.step:
+    def on_train_batch_end(self, trainer, metrics):
+        if metrics["step"] == self.step:
             trainer.should_stop = True
 
 
@@ -139,8 +139,8 @@ def test_on_exception_replaces_on_fit_end_and_error_propagates():
     log = []
 
     class Boom(Callback):
-        def on_train_batch_end(self, trainer, record):
-            if record["step"] == 2:
+        def on_train_batch_end(self, trainer, metrics):
+            if metrics["step"] == 2:
                 raise KeyError("boom")
 
     trainer = toy_trainer([Boom(), Recorder("log", log)])
@@ -151,14 +151,25 @@ def test_on_exception_replaces_on_fit_end_and_error_propagates():
     assert "on_fit_end" not in hooks
 
 
-def test_batch_hook_can_extend_the_history_record():
+def test_batch_hook_can_add_keys_to_the_steps_metrics():
     class AddLearningRate(Callback):
-        def on_train_batch_end(self, trainer, record):
-            record["lr"] = trainer.optimizer.lr
+        def on_train_batch_end(self, trainer, metrics):
+            metrics["lr"] = trainer.optimizer.lr
 
     trainer = toy_trainer([AddLearningRate()])
     trainer.fit(toy_loader(), epochs=1)
     assert trainer.history.column("lr") == [0.1, 0.1, 0.1]
+
+
+def test_a_batch_hook_whose_parameter_has_its_earlier_name_still_gets_the_metrics():
+    seen = []
+
+    class EarlierSpelling(Callback):
+        def on_train_batch_end(self, trainer, record):  # the parameter's name before "metrics"
+            seen.append(record["step"])
+
+    toy_trainer([EarlierSpelling()]).fit(toy_loader(), epochs=1)
+    assert seen == [1, 2, 3]
 
 
 def test_base_callback_hooks_are_documented_no_ops():

@@ -33,8 +33,8 @@ class Hooks(Callback):
     def on_fit_start(self, trainer):
         self.calls.append("on_fit_start")
 
-    def on_train_batch_end(self, trainer, record):
-        if record["step"] == self.interrupt_at:
+    def on_train_batch_end(self, trainer, metrics):
+        if metrics["step"] == self.interrupt_at:
             raise KeyboardInterrupt
 
     def on_exception(self, trainer, error):
@@ -188,8 +188,8 @@ from trainers import Callback, load_checkpoint
 steps, saved = int(sys.argv[2]), load_checkpoint(sys.argv[3])
 
 class StopAt(Callback):
-    def on_train_batch_end(self, trainer, record):
-        if record["step"] == steps:
+    def on_train_batch_end(self, trainer, metrics):
+        if metrics["step"] == steps:
             trainer.should_stop = True
 
 original_fit = example.Trainer.fit

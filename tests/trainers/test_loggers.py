@@ -69,8 +69,8 @@ def test_csv_logger_rows_match_the_history(tmp_path):
 
 def test_jsonl_logger_keeps_keys_other_callbacks_add(tmp_path):
     class Tag(Callback):
-        def on_train_batch_end(self, trainer, record):
-            record["tag"] = f"t{record['step']}"
+        def on_train_batch_end(self, trainer, metrics):
+            metrics["tag"] = f"t{metrics['step']}"
 
     logger = JSONLinesLogger(tmp_path)
     trainer = make_trainer(Tag(), logger)
@@ -87,7 +87,7 @@ def test_rows_are_on_disk_while_training_runs(tmp_path):
     seen = []
 
     class Reader(Callback):
-        def on_train_batch_end(self, trainer, record):
+        def on_train_batch_end(self, trainer, metrics):
             seen.append(len(read_csv(logger.step_path)))
 
         def on_train_epoch_end(self, trainer, epoch, metrics):
@@ -134,8 +134,8 @@ def test_parse_rows_reads_back_what_the_logger_writes(tmp_path, logger_class):
 
 def test_files_are_closed_when_fit_raises(tmp_path):
     class Explode(Callback):
-        def on_train_batch_end(self, trainer, record):
-            if record["step"] == 2:
+        def on_train_batch_end(self, trainer, metrics):
+            if metrics["step"] == 2:
                 raise RuntimeError("boom")
 
     logger = CSVLogger(tmp_path)

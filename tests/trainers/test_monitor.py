@@ -94,7 +94,7 @@ def test_jsonl_round_trip(tmp_path):
 
 
 def test_summary_reports_iterations_peaks_and_warnings():
-    assert MemoryMonitor().summary() == "MemoryMonitor: no iterations recorded"
+    assert MemoryMonitor().summary() == "MemoryMonitor: no iterations monitored"
     monitor = run_monitor(iterations=3)
     text = monitor.summary()
     last = monitor.history[-1]

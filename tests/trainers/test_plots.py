@@ -85,3 +85,20 @@ def test_accuracy_is_drawn_in_percent_from_just_below_the_lowest_value_to_100():
     assert max(0, min(values) - 10) <= bottom < min(values)
     label = accuracy_axis.yaxis.get_major_formatter()(90, 0)
     assert label.endswith("%")
+
+
+def test_the_training_figure_puts_each_monitored_step_at_its_own_training_step():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((64, 3)).astype(np.float32)
+    loader = DataLoader(NDArrayDataset(X, (X[:, 0] > 0).astype(np.uint8)), batch_size=4)
+    model = ndl.nn.Linear(3, 2)
+    monitor = MemoryMonitor(recent=4, long_run_points=4)  # 16 steps: the long-run samples are sparse
+    trainer = Trainer(model, ndl.optim.SGD(model.parameters(), lr=0.1), monitor=monitor, progress=False)
+    trainer.fit(loader, epochs=1)
+    assert len(monitor.history.long_run) > 0  # samples older than the window exist, every stride-th step
+    figure = trainer.plot()
+    lines = {line.get_label(): line for axis in figure.axes for line in axis.get_lines()}
+    # the monitor's panels draw its consecutive recent steps, at the training steps they were taken
+    assert list(lines["host RSS (MB, right)"].get_xdata()) == [13, 14, 15, 16]
+    assert list(lines["host RSS (MB, right)"].get_ydata()) == [r.host_rss / 1e6 for r in monitor.history.recent]
+    assert list(lines["spent (after backward)"].get_xdata()) == [13, 14, 15, 16]

@@ -44,8 +44,8 @@ class SaveThenCrash(Callback):
     def __init__(self, path, step):
         self.path, self.step = path, step
 
-    def on_train_batch_end(self, trainer, record):
-        if record["step"] == self.step:
+    def on_train_batch_end(self, trainer, metrics):
+        if metrics["step"] == self.step:
             trainer.save_checkpoint(self.path)
             raise Crash()
 
@@ -106,8 +106,8 @@ def test_a_second_fit_after_an_error_mid_epoch_finishes_that_epoch():
     class FailOnce(Callback):
         failed = False
 
-        def on_train_batch_end(self, trainer, record):
-            if record["step"] == STOP_AT and not self.failed:
+        def on_train_batch_end(self, trainer, metrics):
+            if metrics["step"] == STOP_AT and not self.failed:
                 self.failed = True
                 raise Crash()
 

@@ -87,6 +87,88 @@ def test_trimming_keeps_rows_up_to_the_step_and_a_failed_trim_changes_nothing(tm
     assert path.read_text() == "step,loss\n1,0.1\n2,0.2\n3,0.3\n4,0.0\n"
 
 
+def test_a_fresh_start_replaces_the_previous_run_s_file_whole_or_not_at_all(tmp_path, monkeypatch):
+    path = tmp_path / "steps.jsonl"
+    path.write_text('{"step": 1, "loss": 0.5}\n')
+
+    def replace_fails(*args):
+        raise OSError("disk full")
+
+    stream = RowStream(path, ("step", "loss"), JSON_LINES)
+    monkeypatch.setattr(io_module.os, "replace", replace_fails)
+    with pytest.raises(OSError, match="disk full"):
+        stream.start()
+    assert path.read_text() == '{"step": 1, "loss": 0.5}\n' and os.listdir(tmp_path) == ["steps.jsonl"]
+    assert not stream.is_open
+    monkeypatch.undo()
+    stream.start()
+    assert path.read_text() == ""  # the new run's file, empty until its first row
+    stream.close()
+
+
+# A writer killed inside its one write() can leave the last line cut short: here "12,0.3\n" cut
+# after its first character, which alone would read as a row of step 1.
+TORN = {CSV_ROWS: b"1", JSON_LINES: b'{"step": 12, "lo'}
+
+
+@pytest.mark.parametrize("row_format", [CSV_ROWS, JSON_LINES])
+@pytest.mark.parametrize("keep", [3, 11])
+def test_a_resumed_stream_drops_a_row_torn_by_a_killed_writer(tmp_path, row_format, keep):
+    path = tmp_path / "steps.log"
+    stream = RowStream(path, ("step", "loss"), row_format)
+    stream.start()
+    stream.append([{"step": step, "loss": step / 10} for step in range(1, 12)])
+    stream.close()
+    with open(path, "ab") as killed:
+        killed.write(TORN[row_format])
+    stream.start(keep=keep)
+    stream.append([{"step": keep + 1, "loss": 0.0}])
+    stream.close()
+    expected = [{"step": step, "loss": step / 10} for step in range(1, keep + 1)] + [{"step": keep + 1, "loss": 0.0}]
+    rows = row_format.parse_rows(path.read_text())
+    if row_format is CSV_ROWS:
+        rows = [{"step": int(row["step"]), "loss": float(row["loss"])} for row in rows]
+    assert rows == expected
+
+
+def test_a_resumed_stream_rewrites_a_file_whose_header_is_not_its_columns(tmp_path):
+    path = tmp_path / "steps.csv"
+    path.write_text("step,loss\n1,0.5\n2,0.4\n")  # written by a run that had no lr column
+    stream = RowStream(path, ("step", "loss", "lr"), CSV_ROWS)
+    stream.start(keep=1)
+    stream.append([{"step": 2, "loss": 0.3, "lr": 0.1}])
+    stream.close()
+    assert path.read_text() == "step,loss,lr\n1,0.5,\n2,0.3,0.1\n"
+    path.write_text("")  # an empty file: not even a header
+    stream.start(keep=1)
+    stream.append([{"step": 1, "loss": 0.3, "lr": 0.1}])
+    stream.close()
+    assert path.read_text() == "step,loss,lr\n1,0.3,0.1\n"
+
+
+def test_a_resumed_stream_with_nothing_to_drop_appends_to_the_same_file(tmp_path):
+    path = tmp_path / "steps.csv"
+    stream = RowStream(path, ("step", "loss"), CSV_ROWS)
+    stream.start()
+    stream.append([{"step": 1, "loss": 0.5}])
+    stream.close()
+    inode = os.stat(path).st_ino
+    stream.start(keep=1)  # every row is still needed: no replace, the rows stay where they are
+    stream.append([{"step": 2, "loss": 0.4}])
+    stream.close()
+    assert os.stat(path).st_ino == inode and path.read_text() == "step,loss\n1,0.5\n2,0.4\n"
+
+
+def test_a_file_that_is_not_rows_is_refused_on_resume_naming_it_and_left_as_it_was(tmp_path):
+    path = tmp_path / "steps.jsonl"
+    path.write_text('{"step": 1}\nnot json\n')
+    stream = RowStream(path, ("step",), JSON_LINES, what="step log")
+    refusal = r"cannot resume the step log .*steps\.jsonl: it is not a jsonl file of rows .*move it away"
+    with pytest.raises(ValueError, match=refusal):
+        stream.start(keep=1)
+    assert path.read_text() == '{"step": 1}\nnot json\n' and not stream.is_open
+
+
 def test_a_log_path_in_a_missing_folder_is_refused_when_the_monitor_is_made(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"the folder .*missing does not exist; create it first"):
         MemoryMonitor(log_path=tmp_path / "missing" / "steps.csv")
@@ -173,8 +255,8 @@ class SaveAtStep(Callback):
     def __init__(self, path, step):
         self.path, self.step = path, step
 
-    def on_train_batch_end(self, trainer, record):
-        if record["step"] == self.step:
+    def on_train_batch_end(self, trainer, metrics):
+        if metrics["step"] == self.step:
             trainer.save_checkpoint(self.path)
 
 

@@ -142,8 +142,8 @@ class ParameterLog(Callback):
     def __init__(self):
         self.after_step = {}
 
-    def on_train_batch_end(self, trainer, record):
-        self.after_step[record["step"]] = [p.numpy().copy() for p in trainer.model.parameters()]
+    def on_train_batch_end(self, trainer, metrics):
+        self.after_step[metrics["step"]] = [p.numpy().copy() for p in trainer.model.parameters()]
 
 
 def nan_at_call(call_number):

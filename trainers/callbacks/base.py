@@ -22,14 +22,15 @@ class Callback:
     """Base class of trainer callbacks: override only the hooks you need.
 
     Every hook receives the trainer first, so a callback can read ``trainer.model``,
-    ``trainer.optimizer``, ``trainer.history``, ``trainer.epoch`` and ``trainer.global_step``.
+    ``trainer.optimizer``, ``trainer.history`` (a ``MetricsHistory``), ``trainer.epoch`` and
+    ``trainer.global_step``.
 
     Example:
         >>> class StopAfter(Callback):
         ...     def __init__(self, steps):
         ...         self.steps = steps
-        ...     def on_train_batch_end(self, trainer, record):
-        ...         if record["step"] >= self.steps:
+        ...     def on_train_batch_end(self, trainer, metrics):
+        ...         if metrics["step"] >= self.steps:
         ...             trainer.should_stop = True
         >>> StopAfter(3).on_fit_start(None)  # hooks not overridden do nothing
     """
@@ -55,12 +56,12 @@ class Callback:
     def on_before_optimizer_step(self, trainer, optimizer):
         """Called just before ``optimizer.step()`` (after ``on_after_backward``): clip or inspect gradients here."""
 
-    def on_train_batch_end(self, trainer, record):
+    def on_train_batch_end(self, trainer, metrics):
         """Called after each training batch's optimizer step.
 
         Args:
             trainer: the Trainer.
-            record: the step's history entry, a dict of plain Python values: ``step`` (global
+            metrics: the step's metrics, a dict of plain Python values: ``step`` (global
                 step, from 1), ``epoch``, ``loss``, ``accuracy``, ``batch_size``, ``live_nodes``
                 (live graph nodes after the step) and ``memory_bytes`` (bytes of live tensors).
                 Keys added here are kept in ``trainer.history.steps``.
@@ -72,7 +73,7 @@ class Callback:
     def on_train_epoch_end(self, trainer, epoch, metrics):
         """Called when ``epoch`` is complete (after its validation, if any).
 
-        ``metrics`` is the epoch's history entry (``epoch``, ``train_loss``, ``train_accuracy``,
+        ``metrics`` is the epoch's metrics (``epoch``, ``train_loss``, ``train_accuracy``,
         ``val_loss``, ``val_accuracy``, ``seconds``, ``steps``); by now ``trainer.epoch`` counts
         this epoch, so saving a checkpoint here resumes at the next one.
         """

@@ -88,11 +88,11 @@ class Logger(Callback):
     def on_train_epoch_start(self, trainer: Any, epoch: int) -> None:
         self._peaks = (0, 0)
 
-    def on_train_batch_end(self, trainer: Any, record: dict) -> None:
-        self._peaks = (max(self._peaks[0], record["live_nodes"]), max(self._peaks[1], record["memory_bytes"]))
-        if record["step"] % self.every_n_steps:
+    def on_train_batch_end(self, trainer: Any, metrics: dict) -> None:
+        self._peaks = (max(self._peaks[0], metrics["live_nodes"]), max(self._peaks[1], metrics["memory_bytes"]))
+        if metrics["step"] % self.every_n_steps:
             return
-        row = dict(record, lr=_learning_rate(trainer), host_rss=_host_rss(trainer),
+        row = dict(metrics, lr=_learning_rate(trainer), host_rss=_host_rss(trainer),
                    time=time.perf_counter() - self._started)
         self._append(self._steps, row)
 
@@ -154,7 +154,7 @@ class JSONLinesLogger(Logger):
     """Write ``steps.jsonl`` and ``epochs.jsonl`` in ``log_dir``: one JSON object per line.
 
     Each object has every column (``null`` where missing) and also any keys other callbacks
-    added to the step record.
+    added to the step's metrics.
 
     Example:
         >>> import json, tempfile
@@ -175,5 +175,5 @@ def _learning_rate(trainer):
 
 def _host_rss(trainer):
     monitor = getattr(trainer, "monitor", None)
-    records = getattr(monitor, "history", None)
-    return records[-1].host_rss if records else None
+    step_history = getattr(monitor, "history", None)
+    return step_history[-1].host_rss if step_history else None

@@ -63,21 +63,21 @@ class ProgressBar(Callback):
             self._shown = lambda: {"text/plain": str(self.bar)}
             self._display = display(self._shown(), raw=True, display_id=True)
 
-    def on_train_batch_end(self, trainer, record):
-        size = record["batch_size"]
+    def on_train_batch_end(self, trainer, metrics):
+        size = metrics["batch_size"]
         self._samples += size
-        self._loss_sum += record["loss"] * size
-        self._correct_sum += record["accuracy"] * size
+        self._loss_sum += metrics["loss"] * size
+        self._correct_sum += metrics["accuracy"] * size
         self._pending += 1
         if self._pending >= self.every:
-            self._show(record)
+            self._show(metrics)
 
-    def _show(self, record):
+    def _show(self, metrics):
         """Advance the bar by the pending steps and write the postfix."""
         samples = self._samples or 1.0
         self.bar.set_postfix_str(
             f"loss={self._loss_sum / samples:.4f} acc={self._correct_sum / samples:.2%} "
-            f"nodes={record['live_nodes']} mem={record['memory_bytes'] / 2**20:.1f}MB",
+            f"nodes={metrics['live_nodes']} mem={metrics['memory_bytes'] / 2**20:.1f}MB",
             refresh=False,
         )
         self.bar.update(self._pending)

@@ -90,15 +90,15 @@ class TensorBoardLogger(Callback):
         restart = self._session_log(status=self._session_log.START)
         self._writer.add_event(self._event(wall_time=time.time(), step=trainer.global_step + 1, session_log=restart))
 
-    def on_train_batch_end(self, trainer: Any, record: dict) -> None:
-        if record["step"] % self.every_n_steps:
+    def on_train_batch_end(self, trainer: Any, metrics: dict) -> None:
+        if metrics["step"] % self.every_n_steps:
             return
-        self._scalars(record["step"], {
-            "train/loss": record["loss"],
-            "train/accuracy": record["accuracy"],
+        self._scalars(metrics["step"], {
+            "train/loss": metrics["loss"],
+            "train/accuracy": metrics["accuracy"],
             "train/lr": _learning_rate(trainer),
-            "graph/live_nodes": record["live_nodes"],
-            "memory/live_bytes": record["memory_bytes"],
+            "graph/live_nodes": metrics["live_nodes"],
+            "memory/live_bytes": metrics["memory_bytes"],
             "memory/host_rss": self._host.rss(),
         })
 

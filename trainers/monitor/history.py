@@ -1,10 +1,13 @@
-"""The monitor's memory of past steps, bounded: a recent window, a downsampled long run, peaks.
+"""``StepHistory``: the monitor's memory of past steps (``monitor.history``), bounded: a recent
+window of ``StepRecord``s, a downsampled long run, peaks.
 
+Not the trainer's ``MetricsHistory`` (``trainer.history``, loss and accuracy per step and epoch,
+unbounded, in checkpoints): this one holds the graph and memory counters the monitor took.
 A run of a million steps must not make the memory-leak detector itself leak, so nothing here
 grows with the number of steps: the last ``recent`` records are kept whole, older ones survive
 only as a long-run series of numbers in an array allocated once (``long_run_points`` rows,
-every ``stride``-th step, the stride doubling whenever it fills), and peaks are running maxima. The full
-per-step record goes only to a file the user names (``trainers.monitor.step_log.StepLog``).
+every ``stride``-th step, the stride doubling whenever it fills), and peaks are running maxima. Every
+step's row goes only to a file the user names (``trainers.monitor.step_log.StepLog``).
 """
 import collections
 from typing import Iterator, List, Optional
@@ -82,9 +85,9 @@ class LongRunSeries:
 
 
 class StepHistory:
-    """Records of the steps seen so far, within a fixed memory bound.
+    """The ``StepRecord``s of the steps monitored so far, within a fixed memory bound.
 
-    ``len(history)`` counts every step recorded; ``history[i]`` is the record of iteration
+    ``len(history)`` counts every step appended; ``history[i]`` is the record of iteration
     ``i`` while it is in the recent window (negative indexes count from the latest);
     iterating yields every record still held, oldest first: all of them while the run is
     shorter than the window, then the long-run samples followed by the recent window.
@@ -149,7 +152,7 @@ class StepHistory:
                     f"{oldest}); read history.long_run for the downsampled past, or pass MemoryMonitor(log_path=...) "
                     "to stream every step to a file"
                 )
-            raise IndexError(f"history index {index} out of range: {self.count} steps recorded")
+            raise IndexError(f"history index {index} out of range: {self.count} steps monitored")
         return self.recent[index - oldest]
 
     def records(self) -> List[StepRecord]:

@@ -39,7 +39,7 @@ WARN_MODES = ("once", "always", "error", "ignore")
 
 
 class MemoryMonitor(Callback):
-    """Records graph nodes and memory once per iteration and warns on graph leaks.
+    """Counts graph nodes and memory once per iteration (one ``StepRecord``) and warns on graph leaks.
 
     In a hand-written loop call ``step()`` at the end of every iteration (or iterate
     ``watch(loader)``); in a ``Trainer`` it is a callback like any other, stepping after every
@@ -47,16 +47,17 @@ class MemoryMonitor(Callback):
 
     Args:
         warn: "once" (each distinct problem warns once), "always" (every time it is found again),
-            "error" (raise the warning as an exception) or "ignore" (record only, no diagnosis).
+            "error" (raise the warning as an exception) or "ignore" (count only, no diagnosis).
         device: the device whose memory pool to read (``needle.cuda()``); None reads no GPU.
         recent: how many of the latest step records ``history`` keeps whole.
         long_run_points: the most samples of the downsampled long-run series.
-        log_path: a ``.csv`` or ``.jsonl`` file to stream every step's record to, as the run goes
+        log_path: a ``.csv`` or ``.jsonl`` file to stream every step's row to, as the run goes
             (untouched until the first step; in a Trainer that resumed at step N, the rows of
             iterations 0 .. N-1 are kept and the log goes on from iteration N).
 
     Attributes:
-        history: a bounded ``StepHistory`` (``len`` counts every step).
+        history: a bounded ``StepHistory`` of ``StepRecord``s (``len`` counts every step); not the
+            trainer's ``MetricsHistory`` (``trainer.history``: loss and accuracy per step and epoch).
         last_finding: the latest reported ``Finding`` (``retained_nodes`` held weakly), or None.
         warnings_issued: how many warnings were issued, by category name.
 
@@ -95,9 +96,9 @@ class MemoryMonitor(Callback):
         self._unspent_at_start = self._previous.unspent_nodes_freed - self._previous.wasted_nodes_freed
         self._previous_time = time.perf_counter()
 
-    # ---- recording ------------------------------------------------------------------------
+    # ---- one step -------------------------------------------------------------------------
     def step(self) -> StepRecord:
-        """Record the iteration that just ended; returns its :class:`StepRecord`."""
+        """Count the iteration that just ended; returns its :class:`StepRecord` (also kept in ``history``)."""
         now = time.perf_counter()
         counters = autograd.snapshot()
         previous = self._previous
@@ -183,13 +184,13 @@ class MemoryMonitor(Callback):
 
     # ---- as a Trainer callback -------------------------------------------------------------
     def on_fit_start(self, trainer: Trainer) -> None:
-        if not self.history.count:  # the first record covers the first step, not what ran before fit
+        if not self.history.count:  # the first StepRecord covers the first step, not what ran before fit
             self._previous = autograd.snapshot()
             self._previous_time = time.perf_counter()
         if self._log is not None:  # a resumed trainer: keep the log's rows up to its step, then append
             self._log.resume(trainer.global_step, self.history.count)
 
-    def on_train_batch_end(self, trainer: Trainer, record: dict) -> None:
+    def on_train_batch_end(self, trainer: Trainer, metrics: dict) -> None:
         self.step()
 
     def on_fit_end(self, trainer: Trainer) -> None:
@@ -220,7 +221,7 @@ class MemoryMonitor(Callback):
         """A few lines: iterations, peak graph nodes and memory, and the warnings issued."""
         history = self.history
         if not history:
-            return "MemoryMonitor: no iterations recorded"
+            return "MemoryMonitor: no iterations monitored"
         first, last = history.first, history[-1]
         lines = [
             f"MemoryMonitor: {len(history)} iterations",
@@ -241,11 +242,12 @@ class MemoryMonitor(Callback):
         return "\n".join(lines)
 
     def to_csv(self, path: str | os.PathLike[str]) -> None:
-        """Write the records held (the recent window and the long-run samples before it) as CSV."""
+        """Write the step records held (the recent window and the long-run samples before it) as
+        CSV rows, atomically."""
         write_csv(self.history.records(), path)
 
     def to_jsonl(self, path: str | os.PathLike[str]) -> None:
-        """Write the records held as JSON lines (for every step, pass ``log_path`` instead)."""
+        """Write the step records held as JSON lines, atomically (for every step, pass ``log_path`` instead)."""
         write_jsonl(self.history.records(), path)
 
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
@@ -254,6 +256,6 @@ class MemoryMonitor(Callback):
         Returns the ``matplotlib.figure.Figure``: a notebook cell ending in ``monitor.plot()``
         shows it inline. With ``path`` it is also written there as a PNG.
         """
-        from .plot import plot_history
+        from .plot import plot_step_history
 
-        return plot_history(self.history.records(), path)
+        return plot_step_history(self.history.records(), path)

@@ -1,6 +1,7 @@
 """Figures of a run (need the optional matplotlib): the monitor's memory panel, and the training figure.
 
-``plot_history``: live graph nodes and memory against iteration (``MemoryMonitor.plot``).
+``plot_step_history`` (``plot_history``, its earlier name): live graph nodes and memory against
+iteration (``MemoryMonitor.plot``).
 ``plot_training``: loss and accuracy (train and validation) beside graph nodes and memory
 (``Trainer.plot``). Both return the ``matplotlib.figure.Figure`` (a notebook cell ending in it
 shows it inline) and, given a path, also write it there as a PNG, atomically.
@@ -50,18 +51,18 @@ def _finish(figure: Any, path: str | os.PathLike[str] | None) -> Any:
     return figure
 
 
-def plot_history(records: Sequence[Any], path: str | os.PathLike[str] | None = None) -> Any:
-    """Draw the monitor's records (live graph nodes, memory) against iteration.
+def plot_step_history(records: Sequence[Any], path: str | os.PathLike[str] | None = None) -> Any:
+    """Draw the monitor's step records (live graph nodes, memory) against iteration.
 
     Returns the Figure; with ``path`` it is also written there as a PNG.
     """
     figure = _new_figure(
         "MemoryMonitor.plot",
-        "the records are also available as monitor.history, monitor.to_csv(path) and monitor.to_jsonl(path)",
+        "the step records are also available as monitor.history, monitor.to_csv(path) and monitor.to_jsonl(path)",
         figsize=(8, 6),
     )
     if not records:
-        raise ValueError("MemoryMonitor.plot: no steps recorded yet; call monitor.step() in your loop first")
+        raise ValueError("MemoryMonitor.plot: no steps monitored yet; call monitor.step() in your loop first")
     nodes_axis, memory_axis = figure.subplots(2, 1, sharex=True)
     iterations = [r.iteration for r in records]
     _draw_nodes(nodes_axis, iterations, [r.live_nodes for r in records], [r.live_spent_nodes for r in records])
@@ -70,20 +71,23 @@ def plot_history(records: Sequence[Any], path: str | os.PathLike[str] | None = N
     return _finish(figure, path)
 
 
-def plot_training(history: Any, records: Sequence[Any], path: str | os.PathLike[str] | None = None) -> Any:
+def plot_training(
+    metrics_history: Any, step_records: Sequence[Any], path: str | os.PathLike[str] | None = None
+) -> Any:
     """Loss and accuracy (train per step and per epoch, validation per epoch) on top, live graph
     nodes and memory per step below.
 
     Args:
-        history: a ``trainers.History``.
-        records: the monitor's ``StepRecord`` list (may be empty); they add spent nodes and host
-            RSS, aligned with the last steps of the history.
+        metrics_history: the trainer's ``MetricsHistory`` (``trainer.history``).
+        step_records: the monitor's ``StepRecord``s of its last consecutive steps, one per training
+            step (``trainer.monitor.history.recent``; may be empty); they add spent nodes and host
+            RSS, aligned with the last steps of ``metrics_history``.
         path: a PNG to write as well, or None.
 
     Returns:
         the ``matplotlib.figure.Figure``.
     """
-    steps = history.steps
+    steps = metrics_history.steps
     if not steps:
         raise ValueError("Trainer.plot: the history has no steps yet; call fit() first")
     figure = _new_figure(
@@ -92,40 +96,40 @@ def plot_training(history: Any, records: Sequence[Any], path: str | os.PathLike[
         figsize=(12, 8),
     )
     step_numbers = [entry["step"] for entry in steps]
-    epoch_ends = _epoch_end_steps(history)
+    epoch_ends = _epoch_end_steps(metrics_history)
     axes = figure.subplots(2, 2)
     (loss_axis, accuracy_axis), (nodes_axis, memory_axis) = axes
-    _draw_metric(loss_axis, "loss", step_numbers, [e["loss"] for e in steps], history, epoch_ends, "loss")
+    _draw_metric(loss_axis, "loss", step_numbers, [e["loss"] for e in steps], metrics_history, epoch_ends, "loss")
     _draw_metric(
-        accuracy_axis, "accuracy", step_numbers, [e["accuracy"] for e in steps], history, epoch_ends, "accuracy",
-        scale=100.0,
+        accuracy_axis, "accuracy", step_numbers, [e["accuracy"] for e in steps], metrics_history, epoch_ends,
+        "accuracy", scale=100.0,
     )
     _show_as_percent(accuracy_axis)
-    monitored = list(records)[-len(steps):] if records else []
+    monitored = list(step_records)[-len(steps):] if step_records else []
     aligned = step_numbers[len(steps) - len(monitored):]
     spent = [r.live_spent_nodes for r in monitored]
     _draw_nodes(nodes_axis, step_numbers, [e["live_nodes"] for e in steps], spent, aligned)
     _draw_memory(memory_axis, step_numbers, [e["memory_bytes"] for e in steps], monitored, aligned)
     for axis in axes[1]:
         axis.set_xlabel("training step")
-    figure.suptitle(f"{len(history.epochs)} epochs, {len(steps)} steps")
+    figure.suptitle(f"{len(metrics_history.epochs)} epochs, {len(steps)} steps")
     return _finish(figure, path)
 
 
-def _epoch_end_steps(history: Any) -> list:
-    """The global step at which each recorded epoch ended (the last step of that epoch)."""
+def _epoch_end_steps(metrics_history: Any) -> list:
+    """The global step at which each epoch in the history ended (the last step of that epoch)."""
     last_step = {}
-    for entry in history.steps:
+    for entry in metrics_history.steps:
         last_step[entry["epoch"]] = entry["step"]
-    return [last_step.get(entry["epoch"]) for entry in history.epochs]
+    return [last_step.get(entry["epoch"]) for entry in metrics_history.epochs]
 
 
-def _draw_metric(axis, name, step_numbers, per_step, history, epoch_ends, title, scale=1.0):
+def _draw_metric(axis, name, step_numbers, per_step, metrics_history, epoch_ends, title, scale=1.0):
     """Per-step training values (thin), per-epoch training and validation means (markers), each
     multiplied by ``scale``."""
     per_step = [value * scale for value in per_step]
     axis.plot(step_numbers, per_step, color="tab:blue", alpha=0.35, linewidth=0.8, label=f"train {name} (step)")
-    points = [(x, e) for x, e in zip(epoch_ends, history.epochs) if x is not None]
+    points = [(x, e) for x, e in zip(epoch_ends, metrics_history.epochs) if x is not None]
     train = [(x, e[f"train_{name}"] * scale) for x, e in points]
     validation = [(x, e[f"val_{name}"] * scale) for x, e in points if e.get(f"val_{name}") is not None]
     if train:
@@ -180,3 +184,6 @@ def _draw_memory(axis, x, live_bytes, records, records_x=None):
     axis.set_title("memory")
     axis.grid(True, alpha=0.3)
     axis.legend(lines, [line.get_label() for line in lines], loc="lower right")
+
+
+plot_history = plot_step_history  # the earlier name

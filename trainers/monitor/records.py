@@ -1,4 +1,8 @@
-"""One record per monitored iteration, and its export to CSV and JSON lines (written atomically)."""
+"""``StepRecord``: what the monitor counted at one iteration, and its rows in CSV and JSON lines.
+
+"Record" means only this in needle's trainers: one monitored step's counters, in memory. Written
+to a file, a record becomes a row (``csv_row``, ``as_dict``) and goes through ``trainers.io``.
+"""
 from ..io import CSV_ROWS, JSON_LINES, write_rows
 
 FIELDS = (
@@ -52,7 +56,7 @@ class StepRecord:
         device_memory_peak: int,
         wall_time: float,
     ):
-        # NOTE: spelled out rather than a loop over FIELDS: one record per iteration, kept cheap.
+        # NOTE: spelled out rather than a loop over FIELDS: one StepRecord per iteration, kept cheap.
         self.iteration = iteration
         self.live_tensors = live_tensors
         self.live_nodes = live_nodes
@@ -84,6 +88,7 @@ def csv_columns():
 
 
 def csv_row(record):
+    """The CSV row of one StepRecord: ``bytes_by_device`` split into one column per device."""
     row = record.as_dict()
     devices = row.pop("bytes_by_device")
     for device in CSV_DEVICES:
@@ -93,10 +98,10 @@ def csv_row(record):
 
 
 def write_csv(records, path):
-    """Write records as CSV, one column per field (bytes split into one column per device)."""
-    write_rows(path, (csv_row(r) for r in records), csv_columns(), CSV_ROWS, what="monitor records")
+    """Write StepRecords as CSV rows, atomically (one column per field; bytes one column per device)."""
+    write_rows(path, (csv_row(r) for r in records), csv_columns(), CSV_ROWS, what="monitor export")
 
 
 def write_jsonl(records, path):
-    """Write records as JSON lines, one object per iteration."""
-    write_rows(path, (r.as_dict() for r in records), FIELDS, JSON_LINES, what="monitor records")
+    """Write StepRecords as JSON lines, atomically, one object per iteration."""
+    write_rows(path, (r.as_dict() for r in records), FIELDS, JSON_LINES, what="monitor export")

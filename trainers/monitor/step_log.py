@@ -1,4 +1,7 @@
-"""Every step's record, streamed to a CSV or JSON-lines file as the run goes (nothing kept in memory)."""
+"""``StepLog``: every StepRecord as a row of a CSV or JSON-lines file, streamed as the run goes.
+
+Nothing is kept in memory; the rows go through ``trainers.io.RowStream``.
+"""
 from __future__ import annotations
 
 import errno
@@ -45,7 +48,7 @@ class StepLog:
         columns = csv_columns() if row_format is CSV_ROWS else FIELDS
         self._rows = RowStream(path, columns, row_format, key="iteration", what="step log")
         self._started = False
-        self._iteration_offset = 0  # added to a record's iteration: the steps before this monitor's first
+        self._iteration_offset = 0  # added to a StepRecord's iteration: the steps before this monitor's first
 
     def resume(self, global_step: int, records_seen: int) -> None:
         """Continue the log of a trainer at ``global_step`` whose monitor has ``records_seen``
