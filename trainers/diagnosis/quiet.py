@@ -16,7 +16,7 @@ Example:
 
 REPORTED_FOR = 10  # iterations of quiet after a report, doubled each time the same growth is reported
 DISMISSED_FOR = 4  # after a false alarm, doubled each time it recurs
-SAME_RATE = 0.25  # rates within this fraction of each other are the same growth
+SAME_RATE = 0.05  # rates within this fraction of each other are the same growth (a steady leak repeats its rate exactly)
 
 
 def rate(suspicion):
