@@ -3,8 +3,8 @@
 A run is one pass of a loop that steps the monitor. A new one starts
 
 - at each ``monitor.watch(...)`` and at each ``Trainer.fit`` (``mark()``), and
-- at a step made from code never seen stepping this monitor: the code objects of the user frames
-  that step it (the loop, and what called it) differ. A re-run notebook cell is compiled anew, so
+- at a step made from code never seen stepping this monitor: the code objects of the frames that
+  step it (the loop, and what called it, up to 12 frames out) differ. A re-run notebook cell is compiled anew, so
   its steps come from new code even where a function defined in another cell runs the loop.
 
 Steps that alternate between loops already seen (a training loop and an evaluation helper that both
@@ -22,25 +22,24 @@ Example:
     [True, False]
 """
 import collections
+import operator
 
-from .sites import is_framework_file
-
-STACK_DEPTH = 12  # user frames that make a step's place
+STACK_DEPTH = 12  # frames, from the one that stepped outward, that make a step's place
 
 
 def _codes(frame):
+    # NOTE: needle's and the trainers' own frames (watch(), a Trainer's loop) are kept too: their code
+    # is the same at every step, so they change no place, and not filtering them keeps a step cheap.
     codes = []
     while frame is not None and len(codes) < STACK_DEPTH:
-        code = frame.f_code
-        if not is_framework_file(code.co_filename):
-            codes.append(code)
+        codes.append(frame.f_code)
         frame = frame.f_back
-    return tuple(codes)
+    return codes
 
 
 def _same(a, b):
     # NOTE: by identity: two compilations of one cell's source compare equal as code objects
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 class RunBoundary:
