@@ -292,8 +292,8 @@ def _iteration_graph(finding: Finding):
     those of earlier iterations that it reads)."""
     nodes = finding.retained_nodes
     roots = _roots(nodes)
-    recorded = {id(node) for node in nodes}
-    earlier_inputs = [x for node in nodes for x in node.inputs if x.op is not None and id(x) not in recorded]
+    this_iteration = {id(node) for node in nodes}
+    earlier_inputs = [x for node in nodes for x in node.inputs if x.op is not None and id(x) not in this_iteration]
     earlier = {id(node) for node in needle.autograd.find_topo_sort(earlier_inputs)} if earlier_inputs else set()
     reached = [node for node in needle.autograd.find_topo_sort(roots) if id(node) not in earlier]
     mine = [node for node in reached if node.op is not None]

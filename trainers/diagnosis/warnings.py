@@ -59,7 +59,7 @@ def apply_environment(environ=os.environ):
     return action
 
 
-_SHOWING = threading.Lock()
+_SHOWING = threading.RLock()  # one swap of showwarning at a time (re-entrant: a hook may warn)
 
 
 def warn_at(message, category, filename, lineno):
