@@ -163,3 +163,10 @@ def test_a_terminal_shows_the_warnings_source_line_once(tmp_path):
     assert "GraphLeakWarning: graph leak" in result.stderr
     assert result.stderr.count("kept.append(loss)") == 1, result.stderr
     assert f"leaky.py:{12}: kept.append(loss)" in result.stderr
+
+
+def test_the_same_leak_going_on_is_quiet_between_reports():
+    _, arrivals = run_recorded(patterns.curve_every, 120, warn="always", every=1)
+    iterations = [i for i, w in arrivals if w.category is GraphLeakWarning]
+    gaps = [b - a for a, b in zip(iterations, iterations[1:])]
+    assert len(iterations) >= 3 and gaps[0] >= 20 and all(later > earlier for earlier, later in zip(gaps, gaps[1:]))
