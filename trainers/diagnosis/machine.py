@@ -40,7 +40,9 @@ transition, not a state: it issues the warning and goes back to watching.
 A new run (``trainers.diagnosis.runs``: a re-run cell, ``watch()``, ``Trainer.fit``) starts from
 Watching with no quiet period and nothing dismissed, so a re-run leak warns again.
 
-The detector and the locator hold evidence only; every decision is made by the states.
+Beside the states, at every step, ``WastedGraphs`` (``trainers.diagnosis.wasted``) reads the wasted-node
+counters of iterations that train. The detector and the locator hold evidence only; every decision is
+made by the states.
 """
 from typing import Callable, Optional
 
