@@ -139,8 +139,8 @@ def main():
     print("=" * 78)
     print("Part 1: the lecture's loop, 100 iterations of  sum_loss = sum_loss + x * x")
     print("=" * 78)
-    print("\nNo backward() runs here, so the monitor waits for 80 steps of growth before it suspects")
-    print("a graph that is built and kept without being used:")
+    print("\nNo backward() runs here and the sum reads no weight, so it cannot be micro-batches summed for")
+    print("a later backward(): after 4 iterations without one, the monitor locates the chain:")
     leaky = lecture_loop("leaky")
     leaky.clear_finding()  # the finding keeps the leaked graph alive (to show it); let it go
     print("\nThe .detach() fix keeps nothing (each iteration's two nodes are dropped at once), and no_grad")

@@ -68,10 +68,12 @@ def lecture_leak(monitor, iterations):
         monitor.step()
 
 
-def test_the_lectures_loop_without_backward_warns_once_it_outgrows_64_micro_batches():
+def test_the_lectures_loop_without_backward_warns_within_the_usual_latency():
+    # NOTE: a deliberate change (issue 18): the sum reads no weight, so it cannot be 64 micro-batches
+    # summed for one backward(); it was warned at iteration ~81, now a few iterations in.
     iteration, warning = first_warning(lecture_leak, 100)
     assert warning.category is GraphLeakWarning
-    assert 64 < iteration <= 85
+    assert iteration <= 8
     assert warning.lineno == lecture_line()
     message = str(warning.message)
     assert "that no backward() has used" in message

@@ -135,7 +135,7 @@ def test_context_manager_stops_a_search_in_progress():
         for _ in range(4):
             kept.append(one_iteration(w, x))
             monitor.step()
-        assert monitor.diagnosis.state == "locating" and monitor.diagnosis.locator.active
+        assert monitor.diagnosis.state == "locating_growth" and monitor.diagnosis.locator.active
     assert monitor.diagnosis.state == "watching" and not monitor.diagnosis.locator.active
     assert not ndl.autograd._NODE_OBSERVERS
 

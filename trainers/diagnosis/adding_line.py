@@ -9,11 +9,11 @@ attributes and constant or name subscripts are evaluated, so no user function is
 """
 import ast
 import inspect
-import linecache
 import sys
 import textwrap
 
 from .sites import is_framework_file
+from .source import lines_of_file
 
 ADDING_METHODS = ("append", "extend", "insert", "appendleft", "extendleft", "add", "update", "setdefault")
 
@@ -94,7 +94,7 @@ def _candidates(frame):
         return cached
     try:
         if code.co_name == "<module>":  # a script's loop: the whole file (getsourcelines gives one block)
-            lines, start = linecache.getlines(code.co_filename), 1
+            lines, start = lines_of_file(code.co_filename), 1
             if not lines:
                 raise OSError(code.co_filename)
         else:

@@ -1,12 +1,12 @@
 """Evidence about graph nodes, gathered only once a leak is suspected.
 
-While recording, every new graph node is noted with the iteration it was made in and two user
+While noting, every new graph node is noted with the iteration it was made in and two user
 lines: the innermost one (inside the user's own layer, say) and the line in the loop that calls
-``monitor.step()`` (the loop's own line, such as ``h = cell(x, h)``). Nothing is recorded, and
-nothing costs, in a healthy loop. The questions asked of the record are answered from what the
+``monitor.step()`` (the loop's own line, such as ``h = cell(x, h)``). Nothing is noted, and
+nothing costs, in a healthy loop. The questions asked of the origins are answered from what the
 nodes do, never from names:
 
-- which recorded nodes survive a later iteration (retained), after a garbage collection;
+- which noted nodes survive a later iteration (retained), after a garbage collection;
 - which of them feed a node of a later iteration (a value carried across iterations), and
   whether that carried value goes back into the forward pass (a backward() went through its
   consumer, or the consumer also reads a weight) or only piles up (an accumulation);
@@ -27,8 +27,8 @@ from .sites import is_framework_file
 _CONTAINER_TYPES = (list, dict, set, collections.deque)
 
 
-class NodeRecord:
-    """One recorded node: a weak reference, the iteration it was made in, the user frames that
+class NodeOrigin:
+    """Where and when a node was made: a weak reference, the iteration it was made in, the user frames that
     made it, and what it read when it was made (it may be gone by the iteration's end)."""
 
     __slots__ = ("ref", "iteration", "stack", "reads_weight", "reads_earlier_graph", "nbytes")
@@ -38,7 +38,7 @@ class NodeRecord:
         self.iteration = iteration  # None for nodes a backward() made (gradient graphs)
         self.stack = stack  # ((code, filename, lineno), ...) of user frames, innermost first
         self.reads_weight = reads_weight
-        self.reads_earlier_graph = reads_earlier_graph  # reads a graph node made before recording began
+        self.reads_earlier_graph = reads_earlier_graph  # reads a graph node made before noting began
         self.nbytes = nbytes
 
     @property
@@ -55,23 +55,23 @@ class NodeRecord:
 
 
 class LeakLocator:
-    """Records new graph nodes while active and answers questions about them."""
+    """Notes where and when each new graph node is made while active, and answers questions about them."""
 
     def __init__(self):
         self.active = False
         self.iteration = 0
         self.started_at = 0
-        self._nodes = []
-        self._recorded_ids = set()
+        self._origins = []
+        self._noted_ids = set()
 
-    # ---- recording ------------------------------------------------------------------------
+    # ---- noting --------------------------------------------------------------------------
     def start(self, iteration):
-        """Record every node made from now on, as made in ``iteration`` (until ``advance``)."""
+        """Note every node made from now on, as made in ``iteration`` (until ``advance``)."""
         self.iteration = self.started_at = iteration
-        self._nodes = []
-        self._recorded_ids = set()
+        self._origins = []
+        self._noted_ids = set()
         if not self.active:
-            autograd.add_node_observer(self._record)
+            autograd.add_node_observer(self._note)
         self.active = True
 
     def advance(self, iteration):
@@ -79,12 +79,12 @@ class LeakLocator:
 
     def stop(self):
         if self.active:
-            autograd.remove_node_observer(self._record)
+            autograd.remove_node_observer(self._note)
         self.active = False
-        self._nodes = []
-        self._recorded_ids = set()
+        self._origins = []
+        self._noted_ids = set()
 
-    def _record(self, node):
+    def _note(self, node):
         in_backward = graph_observers.in_backward()
         frame = sys._getframe(1)
         while frame is not None and is_framework_file(frame.f_code.co_filename):
@@ -97,11 +97,11 @@ class LeakLocator:
             frame = frame.f_back
         # NOTE: a node that backward() made (a gradient graph) is noted with iteration None: it
         # reaches back into every graph backward() went through, but no user line made it.
-        recorded = self._recorded_ids
-        earlier = any(x.op is not None and id(x) not in recorded for x in node.inputs)
-        recorded.add(id(node))
-        self._nodes.append(
-            NodeRecord(
+        noted = self._noted_ids
+        earlier = any(x.op is not None and id(x) not in noted for x in node.inputs)
+        noted.add(id(node))
+        self._origins.append(
+            NodeOrigin(
                 weakref.ref(node),
                 None if in_backward else self.iteration,
                 tuple(stack),
@@ -113,42 +113,42 @@ class LeakLocator:
 
     # ---- questions ------------------------------------------------------------------------
     def any_retained(self, iteration):
-        """Whether a node recorded before ``iteration`` is still alive (cheap: no collection)."""
-        return any(r.iteration is not None and r.iteration < iteration and r.ref() is not None for r in self._nodes)
+        """Whether a node noted before ``iteration`` is still alive (cheap: no collection)."""
+        return any(o.iteration is not None and o.iteration < iteration and o.ref() is not None for o in self._origins)
 
     def alive(self, collect=True):
-        """``(node, record)`` for every recorded forward node still alive (after a collection)."""
+        """``(node, origin)`` for every noted forward node still alive (after a collection)."""
         if collect:
             gc.collect()  # graphs in reference cycles are garbage, not retained
         pairs = []
-        for record in self._nodes:
-            node = record.ref()
-            if node is not None and record.iteration is not None:
-                pairs.append((node, record))
+        for origin in self._origins:
+            node = origin.ref()
+            if node is not None and origin.iteration is not None:
+                pairs.append((node, origin))
         return pairs
 
-    def records_of(self, iteration):
-        """The records of every node made in ``iteration``, alive or not."""
-        return [record for record in self._nodes if record.iteration == iteration]
+    def origins_of(self, iteration):
+        """The origins of every node made in ``iteration``, alive or not."""
+        return [origin for origin in self._origins if origin.iteration == iteration]
 
     @staticmethod
     def retained(alive, iteration):
         """Of ``alive``, those made before ``iteration``: they outlived a whole later iteration."""
-        return [(node, record) for node, record in alive if record.iteration < iteration]
+        return [(node, origin) for node, origin in alive if origin.iteration < iteration]
 
     def crossings(self, alive, iteration):
-        """``(consumer, consumer record, carried node, carried record)`` where a node reads a node
-        recorded in an earlier iteration, or a retained node reads a graph node made before
-        recording began (its record is then None)."""
-        record_by_id = {id(node): record for node, record in alive}
+        """``(consumer, consumer origin, carried node, carried origin)`` where a node reads a node
+        noted in an earlier iteration, or a retained node reads a graph node made before
+        noting began (its origin is then None)."""
+        origin_by_id = {id(node): origin for node, origin in alive}
         found = []
-        for node, record in alive:
+        for node, origin in alive:
             for x in node.inputs:
-                earlier = record_by_id.get(id(x))
-                if earlier is not None and earlier.iteration < record.iteration:
-                    found.append((node, record, x, earlier))
-                elif earlier is None and x.op is not None and record.reads_earlier_graph and record.iteration < iteration:
-                    found.append((node, record, x, None))
+                earlier = origin_by_id.get(id(x))
+                if earlier is not None and earlier.iteration < origin.iteration:
+                    found.append((node, origin, x, earlier))
+                elif earlier is None and x.op is not None and origin.reads_earlier_graph and origin.iteration < iteration:
+                    found.append((node, origin, x, None))
         return found
 
     @staticmethod

@@ -16,7 +16,8 @@ import needle
 from needle import viz
 
 from .evidence import ACCUMULATION, CARRIED_STATE, CONTAINER, Finding
-from .sites import describe_site, source_of
+from .sites import describe_site
+from .source import line_of, parse_statement, statement_at
 
 
 def megabytes(nbytes):
@@ -53,7 +54,7 @@ def graph_leak_message(finding, growth, iteration, live_nodes, adding=None):
                 "This line combines a tensor from an earlier iteration with this iteration's graph, so every "
                 "past iteration's graph stays reachable through it."
             )
-            fix = accumulation_fix(source_of(finding.site), finding.scalar)
+            fix = accumulation_fix(line_of(finding.site), finding.scalar)
         return f"{head}\n  {describe_site(finding.site)}\n  {why}{_kept(finding, nbytes)}\n  Fix: {fix}"
     if finding.kind == CONTAINER:
         where = describe_site(finding.site) if finding.site else "(the line that adds to it was not found)"
@@ -109,17 +110,6 @@ GENERIC_FIX = (
 )
 
 
-def _parse_statement(source):
-    text = source.strip()
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:  # a statement over several lines: the fix falls back to general words
-        return None, None
-    if len(tree.body) != 1:
-        return None, None
-    return tree.body[0], (lambda node: ast.get_source_segment(text, node) or ast.unparse(node))
-
-
 def detached(node, text):
     """``text`` (the source of ``node``) with ``.detach()`` applied to what it stores."""
     if isinstance(node, (ast.List, ast.Tuple)):
@@ -140,7 +130,7 @@ def as_number(node, text, scalar):
 
 
 def accumulation_fix(source, scalar=True):
-    statement, segment = _parse_statement(source)
+    statement, segment = parse_statement(source)
     no_grad = "or update it under `with needle.no_grad():`."
     if isinstance(statement, ast.AugAssign):
         target, value = segment(statement.target), segment(statement.value)
@@ -175,7 +165,7 @@ def carried_state_fix(finding):
         name = holders[0]
         line = f"{name} = tuple(s.detach() for s in {name})" if finding.state_is_tuple else f"{name} = {name}.detach()"
         return f"detach the state {per_batch}: `{line}`."
-    statement, segment = _parse_statement(source_of(finding.site)) if finding.site else (None, None)
+    statement, segment = parse_statement(line_of(finding.site)) if finding.site else (None, None)
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and not isinstance(statement.targets[0], ast.Tuple):
         target = segment(statement.targets[0])
         return f"detach the state {per_batch}: `{target} = {target}.detach()`."
@@ -289,10 +279,7 @@ def _carried_name(finding: Finding) -> Optional[str]:
         return finding.holders[0]
     if finding.site is None:
         return None
-    try:
-        statement = ast.parse(source_of(finding.site).strip()).body[0]
-    except (SyntaxError, IndexError, ValueError):
-        return None
+    statement = statement_at(finding.site)
     if isinstance(statement, ast.AugAssign):
         return ast.unparse(statement.target)
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
@@ -305,8 +292,8 @@ def _iteration_graph(finding: Finding):
     those of earlier iterations that it reads)."""
     nodes = finding.retained_nodes
     roots = _roots(nodes)
-    recorded = {id(node) for node in nodes}
-    earlier_inputs = [x for node in nodes for x in node.inputs if x.op is not None and id(x) not in recorded]
+    this_iteration = {id(node) for node in nodes}
+    earlier_inputs = [x for node in nodes for x in node.inputs if x.op is not None and id(x) not in this_iteration]
     earlier = {id(node) for node in needle.autograd.find_topo_sort(earlier_inputs)} if earlier_inputs else set()
     reached = [node for node in needle.autograd.find_topo_sort(roots) if id(node) not in earlier]
     mine = [node for node in reached if node.op is not None]

@@ -1,9 +1,10 @@
 """Where in the user's code something happened: the first stack frame outside needle and trainers."""
-import linecache
 import os
 import sys
 
 import needle
+
+from .source import line_of
 
 _FRAMEWORK_DIRS = (
     os.path.dirname(os.path.abspath(needle.__file__)) + os.sep,
@@ -39,11 +40,7 @@ def describe_site(site):
     """``file.py:LINE: source line`` for a ``(filename, lineno)`` site (``Cell In[5], line 14:
     source line`` for a notebook cell)."""
     filename, lineno = site
-    source = linecache.getline(filename, lineno).strip()
+    source = line_of(site)
     cell = notebook_cell(filename)
     where = f"{cell}, line {lineno}" if cell else f"{filename}:{lineno}"
     return f"{where}: {source}" if source else where
-
-
-def source_of(site):
-    return linecache.getline(site[0], site[1]).strip()

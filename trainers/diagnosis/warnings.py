@@ -20,6 +20,7 @@ the filters then in place; a program's own later filters still win. Without the 
 filter is added.
 """
 import os
+import threading
 import warnings
 
 
@@ -56,3 +57,35 @@ def apply_environment(environ=os.environ):
         )
     warnings.filterwarnings(action, category=DiagnosticWarning)
     return action
+
+
+_SHOWING = threading.RLock()  # one swap of showwarning at a time (re-entrant: a hook may warn)
+
+
+def warn_at(message, category, filename, lineno):
+    """Issue ``message`` as a warning at the user's line, the source line shown once: the message
+    quotes it, so Python's own copy after the message is left out.
+
+    Filters, ``warnings.catch_warnings(record=True)``, ``pytest.warns`` and ``NEEDLE_WARNINGS`` see
+    the warning as usual (its ``filename`` and ``lineno`` are the user's line).
+
+    Example:
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     warn_at("graph leak: ...", GraphLeakWarning, "train.py", 3)
+        >>> caught[0].category.__name__, caught[0].lineno, caught[0].line
+        ('GraphLeakWarning', 3, '')
+    """
+    with _SHOWING:
+        show = warnings.showwarning
+
+        def without_source_line(shown, shown_category, shown_file, shown_line, file=None, line=None):
+            if shown_category is category and str(shown) == message:
+                line = ""  # NOTE: "" (not None) tells Python's formatter not to read the line itself
+            show(shown, shown_category, shown_file, shown_line, file, line)
+
+        warnings.showwarning = without_source_line
+        try:
+            warnings.warn_explicit(message, category, filename, lineno)
+        finally:
+            warnings.showwarning = show

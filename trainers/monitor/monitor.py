@@ -11,7 +11,6 @@ import collections
 import os
 import sys
 import time
-import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, TypeVar
 
 from needle import autograd
@@ -19,7 +18,7 @@ from needle import autograd
 from ..callbacks.base import Callback
 from ..diagnosis.machine import LeakDiagnosis
 from ..diagnosis.sites import notebook_cell
-from ..diagnosis.warnings import GraphLeakWarning, NoGradWarning
+from ..diagnosis.warnings import GraphLeakWarning, NoGradWarning, warn_at
 from .explanation import Explanation
 from .history import StepHistory
 from .message_wrap import wrap_message
@@ -90,8 +89,8 @@ class MemoryMonitor(Callback):
         self.warnings_issued = collections.Counter()
         self._host = HostMemory()
         self._device = DeviceMemory(device)
-        self.diagnosis = LeakDiagnosis(self._emit)
         self._reported = set()
+        self.diagnosis = LeakDiagnosis(self._emit, on_new_run=self._reported.clear)  # a new run warns anew
         self._previous = autograd.snapshot()
         self._unspent_at_start = self._previous.unspent_nodes_freed - self._previous.wasted_nodes_freed
         self._previous_time = time.perf_counter()
@@ -130,7 +129,9 @@ class MemoryMonitor(Callback):
         return record
 
     def watch(self, iterable: Iterable[_Item]) -> Iterator[_Item]:
-        """Yield from ``iterable``, calling ``step()`` after each item's iteration ends."""
+        """Yield from ``iterable``, calling ``step()`` after each item's iteration ends (each call is a
+        new run: a leak found before is warned again)."""
+        self.diagnosis.runs.mark()
         for item in iterable:
             yield item
             self.step()
@@ -184,6 +185,7 @@ class MemoryMonitor(Callback):
 
     # ---- as a Trainer callback -------------------------------------------------------------
     def on_fit_start(self, trainer: Trainer) -> None:
+        self.diagnosis.runs.mark()  # each fit is a new run
         if not self.history.count:  # the first StepRecord covers the first step, not what ran before fit
             self._previous = autograd.snapshot()
             self._previous_time = time.perf_counter()
@@ -214,7 +216,7 @@ class MemoryMonitor(Callback):
             # Python would head the warning with the kernel's temporary file and repeat the source
             # line after the message; named as the cell, it does neither (the message shows the line).
             filename, message = cell, wrap_message(message)
-        warnings.warn_explicit(message, category, filename, lineno)
+        warn_at(message, category, filename, lineno)  # the message quotes the line: shown once
 
     # ---- reports --------------------------------------------------------------------------
     def summary(self) -> str:
