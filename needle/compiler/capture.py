@@ -11,6 +11,7 @@ import numpy
 
 from ..backend_ndarray import NDArray
 from .errors import CaptureError
+from .flat_buffers import flatten_gradients, flatten_parameters
 from .optimizer_replay import ReplayedStep
 from .plan import Plan
 from .recorder import Recorder, root
@@ -77,6 +78,7 @@ def capture_cpu(fn, args, kwargs, state):
     traced_args = [traced_input(index, value) for index, value in enumerate(args)]
     traced_kwargs = {name: traced_input(name, value) for name, value in kwargs.items()}
 
+    flatten_parameters(state.optimizers)  # one flat buffer per optimizer and dtype: one update call
     swapped, before = {}, []
     for owner, attribute in state.slots:
         tensor = getattr(owner, attribute, None)
@@ -123,6 +125,12 @@ def capture_cpu(fn, args, kwargs, state):
 
     observed = set()
     outputs = _template(result, observed)
+    protected = set(observed)  # buffers the caller or the model can see besides the gradients
+    for owner, attribute in state.slots:
+        tensor = getattr(owner, attribute, None)
+        if attribute != "grad" and tensor is not None and isinstance(tensor.cached_data, NDArray):
+            protected.add(id(root(tensor.cached_data.raw)))
+    flatten_gradients(recorder, state.optimizers, protected)
     slots, writebacks = [], []
     read = set().union(*(step.reads for step in recorder.steps)) if recorder.steps else set()
     for owner, attribute, tensor_before, raw_before in before:

@@ -11,6 +11,7 @@ state dict, a new momentum, a parameter given no gradient) makes that call a ful
 import math
 
 from ..backend_ndarray.fused import AdamScalars
+from .flat_buffers import flat_state, same_layout
 
 
 class ReplayedStep:
@@ -91,10 +92,21 @@ def _sgd_path(opt, unchanged, groups, raw):
         velocities = {id(p): scaled.get(p) for ps in groups.values() for p in ps}
         if any(v is None for v in velocities.values()):
             return None
-        updates = [(fused, [(raw[id(p)][0], velocities[id(p)], raw[id(p)][1]) for p in ps]) for fused, ps in groups.items()]
+        updates = []
+        for fused, ps in groups.items():
+            flat = _flat_update(ps, raw, (scaled,))
+            if flat is not None:
+                weight, gradient, (velocity,) = flat
+                updates.append((fused, [(weight, velocity, gradient)]))
+                velocities.update((id(p), scaled[p]) for p in ps)
+            else:
+                updates.append((fused, [(raw[id(p)][0], velocities[id(p)], raw[id(p)][1]) for p in ps]))
         owned = [(p, velocities[id(p)]) for ps in groups.values() for p in ps]
     else:
-        updates = [(fused, [raw[id(p)] for p in ps]) for fused, ps in groups.items()]
+        updates = []
+        for fused, ps in groups.items():
+            flat = _flat_update(ps, raw, ())
+            updates.append((fused, [flat[:2]] if flat is not None else [raw[id(p)] for p in ps]))
         owned = []
     scratch = opt._scratch
 
@@ -124,14 +136,19 @@ def _adam_path(opt, unchanged, groups, raw):
     firsts, seconds = opt.m, opt.v
     owned, updates = [], []
     for fused, ps in groups.items():
+        if any(firsts.get(p) is None or seconds.get(p) is None for p in ps):
+            return None
+        flat = _flat_update(ps, raw, (firsts, seconds))
+        if flat is not None:
+            weight, gradient, (first, second) = flat
+            updates.append((fused, [(weight, first, second, gradient)]))
         device_updates = []
         for p in ps:
             first, second = firsts.get(p), seconds.get(p)
-            if first is None or second is None:
-                return None
             owned.append((p, first, second))
             device_updates.append((raw[id(p)][0], first, second, raw[id(p)][1]))
-        updates.append((fused, device_updates))
+        if flat is None:
+            updates.append((fused, device_updates))
     scratch = opt._scratch
 
     def fast():
@@ -153,3 +170,29 @@ def _adam_path(opt, unchanged, groups, raw):
         return True
 
     return fast
+
+
+def _flat_update(params, raw, states):
+    """``(weights, gradients, state buffers)``, all flat, when the parameters' weights and
+    gradients tile two flat buffers alike (see :mod:`needle.compiler.flat_buffers`); each state
+    dict (param -> array) then has its arrays moved into one flat buffer of that layout, its
+    entries becoming views of it. None (nothing moved) otherwise."""
+    layout = same_layout([raw[id(p)][0] for p in params], [raw[id(p)][1] for p in params])
+    if layout is None:
+        return None
+    weight_buffer, gradient_buffer, offsets = layout
+    moved = []
+    for state in states:
+        arrays = [state.get(p) for p in params]
+        if any(a is None for a in arrays):
+            return None
+        flat = flat_state(weight_buffer, offsets, arrays)
+        if flat is None:
+            return None
+        moved.append(flat)
+    buffers = []
+    for state, (buffer, views) in zip(states, moved):
+        for p, view in zip(params, views):
+            state[p] = view
+        buffers.append(buffer)
+    return weight_buffer, gradient_buffer, tuple(buffers)
