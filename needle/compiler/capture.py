@@ -10,6 +10,7 @@ makes the call capture again instead of replaying stale buffers.
 import numpy
 
 from ..backend_ndarray import NDArray
+from ..tensor import Tensor
 from .errors import CaptureError
 from .flat_buffers import flatten_gradients, flatten_parameters
 from .optimizer_replay import ReplayedStep
@@ -55,7 +56,6 @@ class Capture:
 def capture_cpu(fn, args, kwargs, state):
     """Run ``fn`` once, recording; return its :class:`Capture`."""
     from ..optim.optimizer import Optimizer
-    from ..tensor import Tensor
 
     recorder = Recorder()
     tensor_positions, input_buffers = [], []
@@ -192,8 +192,6 @@ def _argument(args, kwargs, position):
 
 
 def _template(value, observed):
-    from ..tensor import Tensor
-
     if isinstance(value, Tensor):
         data = value.realize_cached_data()
         raw = data.raw.view(numpy.ndarray) if isinstance(data.raw, TracedArray) else data.raw
@@ -214,9 +212,7 @@ class _Output:
 
 
 def _rebuild(template):
-    from ..tensor import Tensor
-
-    if isinstance(template, _Output):
+    if template.__class__ is _Output:
         return Tensor.make_const(NDArray.wrap(template.buffer.copy(), template.device))
     if type(template) in (tuple, list):
         return type(template)(_rebuild(item) for item in template)
@@ -226,8 +222,6 @@ def _rebuild(template):
 
 
 def _detached(value):
-    from ..tensor import Tensor
-
     if isinstance(value, Tensor):
         return value.detach()
     if type(value) in (tuple, list):
