@@ -3,14 +3,14 @@
 A replay's optimizer step touches the same arrays every time (the plan's gradient buffers, the
 parameters, the optimizer's state), so :class:`ReplayedStep` looks them up once, after a full
 ``opt.step()``, and later replays only check by identity that nothing was replaced before they
-call the device's fused update with the hyper-parameters read from the optimizer at that moment
+call the device kernels' update with the hyper-parameters read from the optimizer at that moment
 (``opt.lr = x`` takes effect; Adam's ``t`` advances as in ``Adam.step``). The arithmetic is the
-fused routine that ``step()`` calls, so results stay bitwise equal. Anything replaced (a loaded
+kernel that ``step()`` calls, so results stay bitwise equal. Anything replaced (a loaded
 state dict, a new momentum, a parameter given no gradient) makes that call a full ``opt.step()``.
 """
 import math
 
-from ..backend_ndarray.fused import AdamScalars
+from ..backend_ndarray.kernels import AdamScalars
 from .flat_buffers import flat_state, same_layout
 
 
@@ -63,7 +63,7 @@ def _resolve(opt):
             continue
         gradient_data, weight_data = grad.cached_data, param.cached_data
         entries.append((param, grad, gradient_data, gradient_data.raw, weight_data, weight_data.raw))
-        groups.setdefault(weight_data.device.fused, []).append(param)
+        groups.setdefault(weight_data.device.kernels, []).append(param)
     entries = tuple(entries)
 
     def unchanged():
@@ -93,20 +93,20 @@ def _sgd_path(opt, unchanged, groups, raw):
         if any(v is None for v in velocities.values()):
             return None
         updates = []
-        for fused, ps in groups.items():
+        for kernels, ps in groups.items():
             flat = _flat_update(ps, raw, (scaled,))
             if flat is not None:
                 weight, gradient, (velocity,) = flat
-                updates.append((fused, [(weight, velocity, gradient)]))
+                updates.append((kernels, [(weight, velocity, gradient)]))
                 velocities.update((id(p), scaled[p]) for p in ps)
             else:
-                updates.append((fused, [(raw[id(p)][0], velocities[id(p)], raw[id(p)][1]) for p in ps]))
+                updates.append((kernels, [(raw[id(p)][0], velocities[id(p)], raw[id(p)][1]) for p in ps]))
         owned = [(p, velocities[id(p)]) for ps in groups.values() for p in ps]
     else:
         updates = []
-        for fused, ps in groups.items():
+        for kernels, ps in groups.items():
             flat = _flat_update(ps, raw, ())
-            updates.append((fused, [flat[:2]] if flat is not None else [raw[id(p)] for p in ps]))
+            updates.append((kernels, [flat[:2]] if flat is not None else [raw[id(p)] for p in ps]))
         owned = []
     scratch = opt._scratch
 
@@ -122,11 +122,11 @@ def _sgd_path(opt, unchanged, groups, raw):
                 if scaled.get(param) is not velocity:
                     return False
             step = lr * (1 - momentum)
-            for fused, device_updates in updates:
-                fused.momentum_steps(device_updates, momentum, step, weight_decay, scratch)
+            for kernels, device_updates in updates:
+                kernels.momentum_steps(device_updates, momentum, step, weight_decay, scratch)
         else:
-            for fused, device_updates in updates:
-                fused.sgd_steps(device_updates, lr, weight_decay, scratch)
+            for kernels, device_updates in updates:
+                kernels.sgd_steps(device_updates, lr, weight_decay, scratch)
         return True
 
     return fast
@@ -135,20 +135,20 @@ def _sgd_path(opt, unchanged, groups, raw):
 def _adam_path(opt, unchanged, groups, raw):
     firsts, seconds = opt.m, opt.v
     owned, updates = [], []
-    for fused, ps in groups.items():
+    for kernels, ps in groups.items():
         if any(firsts.get(p) is None or seconds.get(p) is None for p in ps):
             return None
         flat = _flat_update(ps, raw, (firsts, seconds))
         if flat is not None:
             weight, gradient, (first, second) = flat
-            updates.append((fused, [(weight, first, second, gradient)]))
+            updates.append((kernels, [(weight, first, second, gradient)]))
         device_updates = []
         for p in ps:
             first, second = firsts.get(p), seconds.get(p)
             owned.append((p, first, second))
             device_updates.append((raw[id(p)][0], first, second, raw[id(p)][1]))
         if flat is None:
-            updates.append((fused, device_updates))
+            updates.append((kernels, device_updates))
     scratch = opt._scratch
 
     def fast():
@@ -165,8 +165,8 @@ def _adam_path(opt, unchanged, groups, raw):
             step_size=lr / (1 - beta1**opt.t),
             inverse_sqrt_c2=1 / math.sqrt(1 - beta2**opt.t),
         )
-        for fused, device_updates in updates:
-            fused.adam_steps(device_updates, hyper, scratch)
+        for kernels, device_updates in updates:
+            kernels.adam_steps(device_updates, hyper, scratch)
         return True
 
     return fast

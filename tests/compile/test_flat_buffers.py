@@ -34,7 +34,7 @@ def test_parameters_gradients_and_state_each_tile_one_flat_buffer(optimizer):
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_a_replayed_update_is_one_call_over_all_parameters(optimizer, monkeypatch):
     model, opt, step, _ = replayed(optimizer)
-    kernels = opt.params[0].cached_data.device.fused
+    kernels = opt.params[0].cached_data.device.kernels
     name = "momentum_steps" if optimizer == "sgd" else "adam_steps"
     calls, original = [], getattr(kernels, name)
 
