@@ -52,8 +52,10 @@ def flat_root(arrays):
     """The flat buffer that ``arrays`` tile exactly (C-contiguous views of it, each element once), or None."""
     if not arrays:
         return None
+    if arrays[0].__class__ is not numpy.ndarray:
+        return None  # a CuPy array: CUDA replays update per parameter
     buffer = root(arrays[0])
-    if buffer.ndim != 1 or not buffer.flags.c_contiguous or buffer.__class__ is not numpy.ndarray:
+    if buffer.__class__ is not numpy.ndarray or buffer.ndim != 1 or not buffer.flags.c_contiguous:
         return None
     start, itemsize, taken = buffer.ctypes.data, buffer.itemsize, []
     for array in arrays:
