@@ -24,6 +24,9 @@ def compile(fn=None):
     in place (``out=``), with no graph node and no op dispatch. Optimizer steps run as host
     calls at their place in the replay, so ``opt.lr`` changes, Adam's step count and a loaded
     state dict take effect. Dropout draws fresh masks from numpy's global RNG at every replay.
+    The first capture moves each optimizer's parameters into one flat buffer per dtype (values
+    kept, each parameter's array a view of it), so that a replayed update is one call over all of
+    them (:mod:`needle.compiler.flat_buffers`).
 
     Python side effects in ``fn`` (printing, appending to a list, counting calls) happen only
     while capturing, as with ``jax.jit`` and tinygrad's ``TinyJit``. Reading a tensor's value
