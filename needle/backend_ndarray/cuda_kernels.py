@@ -2,7 +2,7 @@
 operation, name).
 
 Each is a plain tuple, so that tests can compile them (NVRTC) or run their operations on the
-host (g++) without a GPU; :class:`~needle.backend_ndarray.fused_cupy.CupyKernels` builds them.
+host (g++) without a GPU; :class:`~needle.backend_ndarray.kernels_cupy.CupyKernels` builds them.
 """
 
 RELU_BACKWARD = (

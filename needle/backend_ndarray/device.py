@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy
 
-from .fused import ArrayRoutines
+from .kernels import ArrayRoutines
 
 if TYPE_CHECKING:  # for the annotations (and pdoc); the module imports NDArray lazily
     from .ndarray import NDArray
@@ -30,14 +30,14 @@ class Device:
         dtype('float32')
     """
 
-    __slots__ = ("name", "_xp", "_array_type", "_unavailable_reason", "_fused", "_handle_functions")
+    __slots__ = ("name", "_xp", "_array_type", "_unavailable_reason", "_kernels", "_handle_functions")
 
     def __init__(self, name, xp=None, unavailable_reason=None):
         self.name = name
         self._xp = xp
         self._array_type = xp.ndarray if xp is not None else None
         self._unavailable_reason = unavailable_reason
-        self._fused = None
+        self._kernels = None
         self._handle_functions = None
 
     def enabled(self):
@@ -56,21 +56,32 @@ class Device:
         return self._xp
 
     @property
-    def fused(self):
-        """This device's fused routines (optimizer updates, softmax cross-entropy, ReLU backward).
+    def kernels(self):
+        """This device's kernels (optimizer updates, softmax cross-entropy, ReLU backward).
 
         In-place array-module code on the CPU, one CuPy kernel per routine on CUDA; see
-        :mod:`needle.backend_ndarray.fused`.
+        :mod:`needle.backend_ndarray.kernels`.
         """
-        if self._fused is None:
+        if self._kernels is None:
             xp = self.xp
             if xp is numpy:
-                self._fused = ArrayRoutines(xp)
+                self._kernels = ArrayRoutines(xp)
             else:
-                from .fused_cupy import CupyKernels
+                from .kernels_cupy import CupyKernels
 
-                self._fused = CupyKernels(xp)
-        return self._fused
+                self._kernels = CupyKernels(xp)
+        return self._kernels
+
+    @property
+    def fused(self):
+        """The old name of :attr:`kernels` (kept for code written before the rename).
+
+        Example:
+            >>> import needle as ndl
+            >>> ndl.cpu().fused is ndl.cpu().kernels
+            True
+        """
+        return self.kernels
 
     @property
     def mod(self):

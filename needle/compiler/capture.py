@@ -10,7 +10,9 @@ makes the call capture again instead of replaying stale buffers.
 import numpy
 
 from ..backend_ndarray import NDArray
+from ..tensor import Tensor
 from .errors import CaptureError
+from .flat_buffers import flatten_gradients, flatten_parameters
 from .optimizer_replay import ReplayedStep
 from .plan import Plan
 from .recorder import Recorder, root
@@ -54,7 +56,6 @@ class Capture:
 def capture_cpu(fn, args, kwargs, state):
     """Run ``fn`` once, recording; return its :class:`Capture`."""
     from ..optim.optimizer import Optimizer
-    from ..tensor import Tensor
 
     recorder = Recorder()
     tensor_positions, input_buffers = [], []
@@ -77,6 +78,7 @@ def capture_cpu(fn, args, kwargs, state):
     traced_args = [traced_input(index, value) for index, value in enumerate(args)]
     traced_kwargs = {name: traced_input(name, value) for name, value in kwargs.items()}
 
+    flatten_parameters(state.optimizers)  # one flat buffer per optimizer and dtype: one update call
     swapped, before = {}, []
     for owner, attribute in state.slots:
         tensor = getattr(owner, attribute, None)
@@ -123,6 +125,12 @@ def capture_cpu(fn, args, kwargs, state):
 
     observed = set()
     outputs = _template(result, observed)
+    protected = set(observed)  # buffers the caller or the model can see besides the gradients
+    for owner, attribute in state.slots:
+        tensor = getattr(owner, attribute, None)
+        if attribute != "grad" and tensor is not None and isinstance(tensor.cached_data, NDArray):
+            protected.add(id(root(tensor.cached_data.raw)))
+    flatten_gradients(recorder, state.optimizers, protected)
     slots, writebacks = [], []
     read = set().union(*(step.reads for step in recorder.steps)) if recorder.steps else set()
     for owner, attribute, tensor_before, raw_before in before:
@@ -184,8 +192,6 @@ def _argument(args, kwargs, position):
 
 
 def _template(value, observed):
-    from ..tensor import Tensor
-
     if isinstance(value, Tensor):
         data = value.realize_cached_data()
         raw = data.raw.view(numpy.ndarray) if isinstance(data.raw, TracedArray) else data.raw
@@ -206,9 +212,7 @@ class _Output:
 
 
 def _rebuild(template):
-    from ..tensor import Tensor
-
-    if isinstance(template, _Output):
+    if template.__class__ is _Output:
         return Tensor.make_const(NDArray.wrap(template.buffer.copy(), template.device))
     if type(template) in (tuple, list):
         return type(template)(_rebuild(item) for item in template)
@@ -218,8 +222,6 @@ def _rebuild(template):
 
 
 def _detached(value):
-    from ..tensor import Tensor
-
     if isinstance(value, Tensor):
         return value.detach()
     if type(value) in (tuple, list):

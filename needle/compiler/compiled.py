@@ -4,6 +4,8 @@ import warnings
 
 import numpy
 
+from ..grad_mode import GRAD_MODE
+from ..tensor import Tensor
 from .capture import capture_cpu
 from .cuda_graph import capture_cuda, is_cuda_argument
 from .errors import CaptureError
@@ -22,6 +24,9 @@ def compile(fn=None):
     in place (``out=``), with no graph node and no op dispatch. Optimizer steps run as host
     calls at their place in the replay, so ``opt.lr`` changes, Adam's step count and a loaded
     state dict take effect. Dropout draws fresh masks from numpy's global RNG at every replay.
+    The first capture moves each optimizer's parameters into one flat buffer per dtype (values
+    kept, each parameter's array a view of it), so that a replayed update is one call over all of
+    them (:mod:`needle.compiler.flat_buffers`).
 
     Python side effects in ``fn`` (printing, appending to a list, counting calls) happen only
     while capturing, as with ``jax.jit`` and tinygrad's ``TinyJit``. Reading a tensor's value
@@ -141,18 +146,17 @@ class CompiledFunction:
 
 
 def _signature(args, kwargs, state):
-    from ..grad_mode import is_grad_enabled
-
+    # NOTE: every call computes this, so the common case (Tensor arguments) is kept to attribute reads.
     arguments = tuple(map(_argument_key, args))
-    keywords = tuple((k, _argument_key(v)) for k, v in sorted(kwargs.items()))
-    return arguments, keywords, is_grad_enabled(), state.fingerprint()
+    keywords = tuple((k, _argument_key(v)) for k, v in sorted(kwargs.items())) if kwargs else ()
+    return arguments, keywords, GRAD_MODE.enabled, state.fingerprint()
 
 
 def _argument_key(value):
-    from ..tensor import Tensor
-
     if isinstance(value, Tensor):
-        data = value.realize_cached_data()
+        data = value.cached_data
+        if data is None:
+            data = value.realize_cached_data()
         raw = data.raw
         return ("tensor", raw.shape, raw.dtype, data.device.name, value.requires_grad)
     try:

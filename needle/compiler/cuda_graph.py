@@ -5,7 +5,7 @@ into a graph instead of running, every buffer allocated meanwhile is kept alive 
 lifetime (:class:`KeptAllocations`), and each optimizer step ends one graph and starts the next
 (:class:`GraphSegments`), so the update runs as a host call that reads ``lr`` and the step
 count at every replay. A replay copies the inputs into the captured input buffers and launches
-the graphs: one launch for the forward and backward, one fused update kernel per device.
+the graphs: one launch for the forward and backward, one update kernel per device.
 
 What a CUDA graph cannot hold raises :class:`CaptureError` at capture: a value read to the host
 (CuPy raises on a synchronising copy during capture) and a host-to-device upload (Dropout draws

@@ -3,14 +3,15 @@
 A replay's optimizer step touches the same arrays every time (the plan's gradient buffers, the
 parameters, the optimizer's state), so :class:`ReplayedStep` looks them up once, after a full
 ``opt.step()``, and later replays only check by identity that nothing was replaced before they
-call the device's fused update with the hyper-parameters read from the optimizer at that moment
+call the device kernels' update with the hyper-parameters read from the optimizer at that moment
 (``opt.lr = x`` takes effect; Adam's ``t`` advances as in ``Adam.step``). The arithmetic is the
-fused routine that ``step()`` calls, so results stay bitwise equal. Anything replaced (a loaded
+kernel that ``step()`` calls, so results stay bitwise equal. Anything replaced (a loaded
 state dict, a new momentum, a parameter given no gradient) makes that call a full ``opt.step()``.
 """
 import math
 
-from ..backend_ndarray.fused import AdamScalars
+from ..backend_ndarray.kernels import AdamScalars
+from .flat_buffers import flat_state, same_layout
 
 
 class ReplayedStep:
@@ -62,7 +63,7 @@ def _resolve(opt):
             continue
         gradient_data, weight_data = grad.cached_data, param.cached_data
         entries.append((param, grad, gradient_data, gradient_data.raw, weight_data, weight_data.raw))
-        groups.setdefault(weight_data.device.fused, []).append(param)
+        groups.setdefault(weight_data.device.kernels, []).append(param)
     entries = tuple(entries)
 
     def unchanged():
@@ -91,10 +92,21 @@ def _sgd_path(opt, unchanged, groups, raw):
         velocities = {id(p): scaled.get(p) for ps in groups.values() for p in ps}
         if any(v is None for v in velocities.values()):
             return None
-        updates = [(fused, [(raw[id(p)][0], velocities[id(p)], raw[id(p)][1]) for p in ps]) for fused, ps in groups.items()]
+        updates = []
+        for kernels, ps in groups.items():
+            flat = _flat_update(ps, raw, (scaled,))
+            if flat is not None:
+                weight, gradient, (velocity,) = flat
+                updates.append((kernels, [(weight, velocity, gradient)]))
+                velocities.update((id(p), scaled[p]) for p in ps)
+            else:
+                updates.append((kernels, [(raw[id(p)][0], velocities[id(p)], raw[id(p)][1]) for p in ps]))
         owned = [(p, velocities[id(p)]) for ps in groups.values() for p in ps]
     else:
-        updates = [(fused, [raw[id(p)] for p in ps]) for fused, ps in groups.items()]
+        updates = []
+        for kernels, ps in groups.items():
+            flat = _flat_update(ps, raw, ())
+            updates.append((kernels, [flat[:2]] if flat is not None else [raw[id(p)] for p in ps]))
         owned = []
     scratch = opt._scratch
 
@@ -110,11 +122,11 @@ def _sgd_path(opt, unchanged, groups, raw):
                 if scaled.get(param) is not velocity:
                     return False
             step = lr * (1 - momentum)
-            for fused, device_updates in updates:
-                fused.momentum_steps(device_updates, momentum, step, weight_decay, scratch)
+            for kernels, device_updates in updates:
+                kernels.momentum_steps(device_updates, momentum, step, weight_decay, scratch)
         else:
-            for fused, device_updates in updates:
-                fused.sgd_steps(device_updates, lr, weight_decay, scratch)
+            for kernels, device_updates in updates:
+                kernels.sgd_steps(device_updates, lr, weight_decay, scratch)
         return True
 
     return fast
@@ -123,15 +135,20 @@ def _sgd_path(opt, unchanged, groups, raw):
 def _adam_path(opt, unchanged, groups, raw):
     firsts, seconds = opt.m, opt.v
     owned, updates = [], []
-    for fused, ps in groups.items():
+    for kernels, ps in groups.items():
+        if any(firsts.get(p) is None or seconds.get(p) is None for p in ps):
+            return None
+        flat = _flat_update(ps, raw, (firsts, seconds))
+        if flat is not None:
+            weight, gradient, (first, second) = flat
+            updates.append((kernels, [(weight, first, second, gradient)]))
         device_updates = []
         for p in ps:
             first, second = firsts.get(p), seconds.get(p)
-            if first is None or second is None:
-                return None
             owned.append((p, first, second))
             device_updates.append((raw[id(p)][0], first, second, raw[id(p)][1]))
-        updates.append((fused, device_updates))
+        if flat is None:
+            updates.append((kernels, device_updates))
     scratch = opt._scratch
 
     def fast():
@@ -148,8 +165,34 @@ def _adam_path(opt, unchanged, groups, raw):
             step_size=lr / (1 - beta1**opt.t),
             inverse_sqrt_c2=1 / math.sqrt(1 - beta2**opt.t),
         )
-        for fused, device_updates in updates:
-            fused.adam_steps(device_updates, hyper, scratch)
+        for kernels, device_updates in updates:
+            kernels.adam_steps(device_updates, hyper, scratch)
         return True
 
     return fast
+
+
+def _flat_update(params, raw, states):
+    """``(weights, gradients, state buffers)``, all flat, when the parameters' weights and
+    gradients tile two flat buffers alike (see :mod:`needle.compiler.flat_buffers`); each state
+    dict (param -> array) then has its arrays moved into one flat buffer of that layout, its
+    entries becoming views of it. None (nothing moved) otherwise."""
+    layout = same_layout([raw[id(p)][0] for p in params], [raw[id(p)][1] for p in params])
+    if layout is None:
+        return None
+    weight_buffer, gradient_buffer, offsets = layout
+    moved = []
+    for state in states:
+        arrays = [state.get(p) for p in params]
+        if any(a is None for a in arrays):
+            return None
+        flat = flat_state(weight_buffer, offsets, arrays)
+        if flat is None:
+            return None
+        moved.append(flat)
+    buffers = []
+    for state, (buffer, views) in zip(states, moved):
+        for p, view in zip(params, views):
+            state[p] = view
+        buffers.append(buffer)
+    return weight_buffer, gradient_buffer, tuple(buffers)

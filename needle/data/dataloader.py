@@ -18,6 +18,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..autograd import Tensor
+from ..backend_ndarray import NDArray
+
 
 def _as_tuple(sample):
     """A dataset item as a tuple of arrays (a bare array becomes a 1-tuple)."""
@@ -206,11 +209,12 @@ class DataLoader:
                 yield self.collate_fn(self._samples(index))
                 continue
             if resident is not None:
-                arrays = tuple(array[index] for array in resident)
-            else:
-                arrays = self._fetch(index)
-                if device.name != "cpu":
-                    arrays = tuple(device.array(array) for array in arrays)
+                # NOTE: the common case, kept to one comprehension: it runs once per training step.
+                yield tuple([_to_tensor(array[index], device) for array in resident])
+                continue
+            arrays = self._fetch(index)
+            if device.name != "cpu":
+                arrays = tuple(device.array(array) for array in arrays)
             yield tuple(_to_tensor(array, device) for array in arrays)
 
     def _cast(self, array):
@@ -310,9 +314,6 @@ def _resolve_device(device):
 
 def _to_tensor(array, device):
     """A Tensor that wraps ``array`` (already on ``device``) without copying."""
-    from ..autograd import Tensor
-    from ..backend_ndarray import NDArray
-
     # NOTE: a leaf made directly: the array is already a numeric array of ``device`` (cast by
     # the loader), so the constructor's checks and conversions would find nothing to do.
     return Tensor.make_const(NDArray.wrap(array, device))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
-from ..backend_ndarray.fused import SoftmaxCrossEntropySaved
+from ..backend_ndarray.kernels import SoftmaxCrossEntropySaved
 from ..deferred import deferred_product, is_deferrable
 from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
@@ -98,7 +98,7 @@ class SoftmaxCrossEntropy(TensorOp):
     """Mean over the batch of ``logsumexp(logits) - logits[label]``; labels are integer class ids.
 
     The forward saves the device routine's ``SoftmaxCrossEntropySaved`` arrays (see
-    :mod:`needle.backend_ndarray.fused`) for the first backward, which uses them up.
+    :mod:`needle.backend_ndarray.kernels`) for the first backward, which uses them up.
     """
 
     def compute(self, logits: NDArray, labels: NDArray):
@@ -108,7 +108,7 @@ class SoftmaxCrossEntropy(TensorOp):
                 f"got logits {logits.shape} and labels {labels.shape}"
             )
         device = logits.device
-        loss, saved = device.fused.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
+        loss, saved = device.kernels.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
         # NOTE: saved (batch x classes, small) feeds the fast backward path; the first backward
         # turns it into the gradient in place, a later one recomputes it.
         self.save_for_backward(*(NDArray.wrap(array, device) for array in (saved.exp_shifted, saved.totals, saved.label_ids)))
@@ -166,10 +166,10 @@ def _take_saved(op):
 
 def _cross_entropy_gradient(saved, logits: NDArray, labels: NDArray, out_grad: NDArray):
     """The gradient array from what the forward ``saved`` (used up in place), or from scratch."""
-    fused = logits.device.fused
+    kernels = logits.device.kernels
     if saved is None:
-        _, saved = fused.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
-    return NDArray.wrap(fused.softmax_cross_entropy_gradient(saved, out_grad.raw), logits.device)
+        _, saved = kernels.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
+    return NDArray.wrap(kernels.softmax_cross_entropy_gradient(saved, out_grad.raw), logits.device)
 
 
 class LabelRangeError(IndexError, ValueError):
@@ -189,7 +189,7 @@ def _label_ids(labels: NDArray, classes):
         )
     if labels.device.name != "cpu":
         # NOTE: not range-checked on a GPU: the check would wait for the device every step.
-        # The fused kernel makes the loss NaN instead.
+        # The CUDA kernel makes the loss NaN instead.
         return raw
     # NOTE: signed ids are read as unsigned, so a negative id is huge: one reduction checks both ends.
     if raw.size and raw.view(raw.dtype.str.replace("i", "u")).max() >= classes:

@@ -306,7 +306,7 @@ class ReLU(TensorOp):
 
     def gradient_data(self, out_grad, node):
         device = out_grad.device
-        return (_make(device.fused.relu_backward(out_grad.raw, node.cached_data.raw), device),)
+        return (_make(device.kernels.relu_backward(out_grad.raw, node.cached_data.raw), device),)
 
 
 def relu(a: Tensor) -> Tensor:
@@ -329,7 +329,7 @@ class ReLUBackward(TensorOp):
 
     def compute(self, out_grad: NDArray):
         device = out_grad.device
-        return _make(device.fused.relu_backward(out_grad.raw, self.relu_output.raw), device)
+        return _make(device.kernels.relu_backward(out_grad.raw, self.relu_output.raw), device)
 
     def gradient(self, adjoint, node):
         return ReLUBackward(self.relu_output)(adjoint)

@@ -6,7 +6,7 @@ import numbers
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..backend_ndarray.fused import AdamScalars
+from ..backend_ndarray.kernels import AdamScalars
 from .optimizer import Optimizer, check_number
 
 if TYPE_CHECKING:
@@ -94,12 +94,12 @@ class Adam(Optimizer):
             inverse_sqrt_c2=1 / math.sqrt(1 - beta2**self.t),
         )
         firsts, seconds = self.m, self.v
-        updates = {}  # fused routines of a device -> that device's updates
-        for param, weight, gradient, fused in gradients:
+        updates = {}  # kernels of a device -> that device's updates
+        for param, weight, gradient, kernels in gradients:
             first = firsts.get(param)
             if first is None:
-                first = firsts[param] = fused.xp.zeros_like(weight)
-                seconds[param] = fused.xp.zeros_like(weight)
-            updates.setdefault(fused, []).append((weight, first, seconds[param], gradient))
-        for fused, device_updates in updates.items():
-            fused.adam_steps(device_updates, hyper, self._scratch)
+                first = firsts[param] = kernels.xp.zeros_like(weight)
+                seconds[param] = kernels.xp.zeros_like(weight)
+            updates.setdefault(kernels, []).append((weight, first, seconds[param], gradient))
+        for kernels, device_updates in updates.items():
+            kernels.adam_steps(device_updates, hyper, self._scratch)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy
 
 from ..autograd import Tensor
-from ..backend_ndarray.fused import Scratch
+from ..backend_ndarray.kernels import Scratch
 from ..deferred import keep_values_before_update
 
 
@@ -46,10 +46,10 @@ class Optimizer:
 
     # ---- helpers for step() -----------------------------------------------------------------
     def _gradients(self):
-        """``(param, weight, gradient, fused)`` for each parameter that has a ``.grad``.
+        """``(param, weight, gradient, kernels)`` for each parameter that has a ``.grad``.
 
         ``weight`` is the parameter's raw array (to update in place), ``gradient`` the raw
-        gradient, ``fused`` the fused routines of the parameter's device, which do the update.
+        gradient, ``kernels`` the kernels of the parameter's device, which do the update.
         Every gradient's shape is checked before any is returned, so a bad one changes nothing.
         """
         found, problems = [], []
@@ -69,7 +69,7 @@ class Optimizer:
                     f"parameter {index} (shape {tuple(data.shape)}) has a gradient of shape {tuple(gradient.shape)}"
                 )
                 continue
-            found.append((param, weight, gradient_raw, data.device.fused))
+            found.append((param, weight, gradient_raw, data.device.kernels))
         if problems:
             raise ValueError(
                 f"{type(self).__name__}.step: gradients must have their parameter's shape; nothing was updated:\n  "

@@ -124,19 +124,19 @@ class SGD(Optimizer):
             velocities.rescale(momentum)
         scaled = velocities.scaled
         step = lr * (1 - momentum)
-        updates = {}  # fused routines of a device -> that device's updates
-        for param, weight, gradient, fused in gradients:
+        updates = {}  # kernels of a device -> that device's updates
+        for param, weight, gradient, kernels in gradients:
             if momentum == 0:
                 # NOTE: u would equal grad; it is not stored, so no state can alias a .grad array.
-                updates.setdefault(fused, []).append((weight, gradient))
+                updates.setdefault(kernels, []).append((weight, gradient))
                 continue
             velocity = scaled.get(param)
             if velocity is None:
-                velocity = scaled[param] = fused.xp.zeros_like(weight)
-            updates.setdefault(fused, []).append((weight, velocity, gradient))
-        for fused, device_updates in updates.items():
+                velocity = scaled[param] = kernels.xp.zeros_like(weight)
+            updates.setdefault(kernels, []).append((weight, velocity, gradient))
+        for kernels, device_updates in updates.items():
             if momentum == 0:
-                fused.sgd_steps(device_updates, lr, weight_decay, self._scratch)
+                kernels.sgd_steps(device_updates, lr, weight_decay, self._scratch)
             else:
                 # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v, in place.
-                fused.momentum_steps(device_updates, momentum, step, weight_decay, self._scratch)
+                kernels.momentum_steps(device_updates, momentum, step, weight_decay, self._scratch)

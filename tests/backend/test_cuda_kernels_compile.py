@@ -16,7 +16,7 @@ import needle as ndl
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed (pip install -e '.[kernel-check]')")
 
 from needle.backend_ndarray.cuda_kernels import KERNELS, SLOTS  # noqa: E402
-from needle.backend_ndarray.fused_cupy import CupyKernels  # noqa: E402
+from needle.backend_ndarray.kernels_cupy import CupyKernels  # noqa: E402
 
 ARCH = "90"
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64)]

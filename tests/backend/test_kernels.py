@@ -1,4 +1,4 @@
-"""Each device's fused routines against plain float64 numpy formulas.
+"""Each device's kernels against plain float64 numpy formulas.
 
 On CUDA this runs the CuPy kernels and, with mixed dtypes, their array-module fallback. The
 ``host-kernels`` case runs the same kernels' code compiled for the CPU (``host_cupy``), so the
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import needle as ndl
-from needle.backend_ndarray.fused import AdamScalars, Scratch, SoftmaxCrossEntropySaved
-from needle.backend_ndarray.fused_cupy import CupyKernels
+from needle.backend_ndarray.kernels import AdamScalars, Scratch, SoftmaxCrossEntropySaved
+from needle.backend_ndarray.kernels_cupy import CupyKernels
 
 from host_cupy import compiler_available, host_cupy
 
@@ -39,7 +39,7 @@ def host_kernels():
     """A device-like object: numpy arrays, and needle's CuPy kernels compiled for the host."""
     if not compiler_available():
         pytest.skip("no g++ to compile the kernels for the host")
-    return types.SimpleNamespace(name="host-kernels", xp=np, fused=CupyKernels(host_cupy()))
+    return types.SimpleNamespace(name="host-kernels", xp=np, kernels=CupyKernels(host_cupy()))
 
 
 @pytest.fixture(
@@ -65,7 +65,7 @@ def dtype(request):
 def test_sgd_step(device, dtype, weight_decay):
     weight, gradient = draw(*SHAPE, dtype=dtype, seed=1), draw(*SHAPE, dtype=dtype, seed=2)
     on_device = on(device, weight)
-    device.fused.sgd_steps([(on_device, on(device, gradient))], 0.1, weight_decay, Scratch())
+    device.kernels.sgd_steps([(on_device, on(device, gradient))], 0.1, weight_decay, Scratch())
     expected = weight.astype(np.float64) - 0.1 * (gradient + weight_decay * weight.astype(np.float64))
     np.testing.assert_allclose(host(on_device), expected, **tolerance(dtype))
     assert on_device.dtype == dtype
@@ -75,7 +75,7 @@ def test_sgd_step(device, dtype, weight_decay):
 def test_momentum_step(device, dtype, weight_decay):
     weight, velocity, gradient = (draw(*SHAPE, dtype=dtype, seed=s) for s in (1, 2, 3))
     weight_d, velocity_d = on(device, weight), on(device, velocity)
-    device.fused.momentum_steps([(weight_d, velocity_d, on(device, gradient))], 0.9, 0.01, weight_decay, Scratch())
+    device.kernels.momentum_steps([(weight_d, velocity_d, on(device, gradient))], 0.9, 0.01, weight_decay, Scratch())
     w64 = weight.astype(np.float64)
     expected_velocity = 0.9 * velocity + gradient + weight_decay * w64
     np.testing.assert_allclose(host(velocity_d), expected_velocity, **tolerance(dtype))
@@ -88,7 +88,7 @@ def test_adam_step(device, dtype, weight_decay):
     second = np.abs(draw(*SHAPE, dtype=dtype, seed=4))
     hyper = AdamScalars(0.9, 0.999, 1e-8, weight_decay, step_size=0.01 / (1 - 0.9**3), inverse_sqrt_c2=1 / np.sqrt(1 - 0.999**3))
     arrays = [on(device, a) for a in (weight, first, second)]
-    device.fused.adam_steps([(*arrays, on(device, gradient))], hyper, Scratch())
+    device.kernels.adam_steps([(*arrays, on(device, gradient))], hyper, Scratch())
     w64 = weight.astype(np.float64)
     g = gradient + weight_decay * w64
     expected_first = 0.9 * first + 0.1 * g
@@ -102,7 +102,7 @@ def test_relu_backward(device, dtype):
     out = np.maximum(draw(*SHAPE, dtype=dtype, seed=1), 0)
     out[0, :2] = 0  # the kink: gradient 0
     out_grad = draw(*SHAPE, dtype=dtype, seed=2)
-    result = device.fused.relu_backward(on(device, out_grad), on(device, out))
+    result = device.kernels.relu_backward(on(device, out_grad), on(device, out))
     np.testing.assert_array_equal(host(result), np.where(out > 0, out_grad, 0))
     assert result.dtype == dtype
 
@@ -126,13 +126,13 @@ def test_softmax_cross_entropy_loss_and_gradient(device, dtype, batch, classes, 
     logits[-1, -1] = 1000  # overflows exp() in both dtypes unless the row's true maximum is subtracted
     labels = np.random.default_rng(2).integers(0, classes, batch).astype(label_dtype)
     expected_loss, expected_gradient = softmax_cross_entropy_reference(logits, labels)
-    fused = device.fused
-    loss, saved = fused.softmax_cross_entropy(on(device, logits), on(device, labels))
+    kernels = device.kernels
+    loss, saved = kernels.softmax_cross_entropy(on(device, logits), on(device, labels))
     assert loss.shape == () and loss.dtype == dtype
     np.testing.assert_allclose(host(loss), expected_loss, **tolerance(dtype))
     out_grad = on(device, np.asarray(2.0, dtype=dtype))
     assert isinstance(saved, SoftmaxCrossEntropySaved) and saved.totals.shape == (batch,)
-    gradient = fused.softmax_cross_entropy_gradient(saved, out_grad)
+    gradient = kernels.softmax_cross_entropy_gradient(saved, out_grad)
     np.testing.assert_allclose(host(gradient), 2.0 * expected_gradient, **tolerance(dtype))
 
 
@@ -140,9 +140,9 @@ def test_softmax_cross_entropy_takes_a_transposed_view(device):
     logits = draw(5, 4, seed=3)
     labels = np.array([0, 3, 1, 2])
     expected_loss, expected_gradient = softmax_cross_entropy_reference(logits.T, labels)
-    loss, saved = device.fused.softmax_cross_entropy(on(device, logits).T, on(device, labels))
+    loss, saved = device.kernels.softmax_cross_entropy(on(device, logits).T, on(device, labels))
     np.testing.assert_allclose(host(loss), expected_loss, rtol=1e-5)
-    gradient = device.fused.softmax_cross_entropy_gradient(saved, on(device, np.float32(1.0)))
+    gradient = device.kernels.softmax_cross_entropy_gradient(saved, on(device, np.float32(1.0)))
     np.testing.assert_allclose(host(gradient), expected_gradient, rtol=1e-5, atol=1e-7)
 
 
@@ -151,13 +151,13 @@ def test_mixed_dtypes_take_the_array_module_path(device):
     weight, velocity = draw(*SHAPE, seed=1), draw(*SHAPE, seed=2)
     gradient = draw(*SHAPE, dtype=np.float64, seed=3)
     weight_d, velocity_d = on(device, weight), on(device, velocity)
-    device.fused.momentum_steps([(weight_d, velocity_d, on(device, gradient))], 0.5, 0.1, 0.0, Scratch())
+    device.kernels.momentum_steps([(weight_d, velocity_d, on(device, gradient))], 0.5, 0.1, 0.0, Scratch())
     expected_velocity = 0.5 * velocity + gradient
     np.testing.assert_allclose(host(velocity_d), expected_velocity, rtol=1e-5)
     np.testing.assert_allclose(host(weight_d), weight - 0.1 * expected_velocity, rtol=1e-5, atol=1e-6)
     assert weight_d.dtype == np.float32
     out = on(device, np.maximum(draw(*SHAPE, seed=4), 0))
-    result = device.fused.relu_backward(on(device, gradient), out)
+    result = device.kernels.relu_backward(on(device, gradient), out)
     np.testing.assert_array_equal(host(result), np.where(host(out) > 0, gradient, 0))
 
 
@@ -183,9 +183,9 @@ def test_each_scratch_owns_its_memory():
 
 def test_the_routines_keep_no_mutable_state(device):
     """All per-step memory comes from the caller's Scratch, so threads cannot collide inside the routines."""
-    fused = device.fused
-    state = {name: value for name, value in vars(fused).items() if name != "xp" and not callable(value)}
-    if isinstance(fused, CupyKernels):
+    kernels = device.kernels
+    state = {name: value for name, value in vars(kernels).items() if name != "xp" and not callable(value)}
+    if isinstance(kernels, CupyKernels):
         state.pop("_dummies")  # the empty slots' placeholders: no kernel reads or writes them
     assert state == {}
 
@@ -197,7 +197,7 @@ def _base(array):
 
 
 def test_the_device_keeps_one_set_of_routines():
-    assert ndl.cpu().fused is ndl.cpu().fused
+    assert ndl.cpu().kernels is ndl.cpu().kernels
 
 
 @pytest.mark.parametrize("kernel_device", ["cuda", "host-kernels"])
@@ -206,9 +206,9 @@ def test_an_out_of_range_label_makes_the_gpu_loss_nan(kernel_device, request):
     device = request.getfixturevalue("cuda_device" if kernel_device == "cuda" else "host_kernels")
     logits = device.xp.asarray(draw(3, 4))
     for bad in ([0, 4, 1], [0, -1, 1]):
-        loss, saved = device.fused.softmax_cross_entropy(logits, device.xp.asarray(np.array(bad)))
+        loss, saved = device.kernels.softmax_cross_entropy(logits, device.xp.asarray(np.array(bad)))
         assert np.isnan(float(loss))
-        gradient = host(device.fused.softmax_cross_entropy_gradient(saved, device.xp.asarray(np.float32(1.0))))
+        gradient = host(device.kernels.softmax_cross_entropy_gradient(saved, device.xp.asarray(np.float32(1.0))))
         assert np.all(np.isfinite(gradient)) and np.all(gradient[1] > 0), "the bad row's gradient is plain softmax"
 
 
@@ -239,9 +239,9 @@ def train_a_few_steps(optimizer, create_graph):
     ids=["sgd-momentum", "sgd", "adam"],
 )
 def test_training_through_the_kernels_matches_the_cpu(optimizer, create_graph, host_kernels, monkeypatch):
-    """Ops and optimizers reach the kernels through device.fused with the right arguments."""
+    """Ops and optimizers reach the kernels through device.kernels with the right arguments."""
     expected = train_a_few_steps(optimizer, create_graph)
-    monkeypatch.setattr(ndl.cpu(), "_fused", host_kernels.fused)
+    monkeypatch.setattr(ndl.cpu(), "_kernels", host_kernels.kernels)
     actual = train_a_few_steps(optimizer, create_graph)
     for got, want in zip(actual, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -252,9 +252,9 @@ def test_softmax_cross_entropy_takes_strided_labels(device):
     logits = draw(4, 3, seed=6)
     labels = np.array([0, 9, 2, 9, 1, 9, 2, 9])[::2]  # a strided view: 0, 2, 1, 2
     expected_loss, expected_gradient = softmax_cross_entropy_reference(logits, labels)
-    loss, saved = device.fused.softmax_cross_entropy(on(device, logits), on(device, np.array([0, 9, 2, 9, 1, 9, 2, 9]))[::2])
+    loss, saved = device.kernels.softmax_cross_entropy(on(device, logits), on(device, np.array([0, 9, 2, 9, 1, 9, 2, 9]))[::2])
     np.testing.assert_allclose(host(loss), expected_loss, rtol=1e-5)
-    gradient = device.fused.softmax_cross_entropy_gradient(saved, on(device, np.float32(1.0)))
+    gradient = device.kernels.softmax_cross_entropy_gradient(saved, on(device, np.float32(1.0)))
     np.testing.assert_allclose(host(gradient), expected_gradient, rtol=1e-5, atol=1e-7)
 
 
@@ -275,12 +275,12 @@ def test_updates_of_many_parameters_at_once_match_one_by_one(device, routine):
     on_device = [[on(device, a) for a in group] for group in arrays]
     weights, firsts, seconds, gradients = on_device
     if routine == "sgd":
-        device.fused.sgd_steps(list(zip(weights, gradients)), 0.1, 0.01, Scratch())
+        device.kernels.sgd_steps(list(zip(weights, gradients)), 0.1, 0.01, Scratch())
     elif routine == "momentum":
-        device.fused.momentum_steps(list(zip(weights, firsts, gradients)), 0.9, 0.01, 0.01, Scratch())
+        device.kernels.momentum_steps(list(zip(weights, firsts, gradients)), 0.9, 0.01, 0.01, Scratch())
     else:
-        device.fused.adam_steps(list(zip(weights, firsts, seconds, gradients)), hyper, Scratch())
-    reference = ndl.cpu().fused
+        device.kernels.adam_steps(list(zip(weights, firsts, seconds, gradients)), hyper, Scratch())
+    reference = ndl.cpu().kernels
     expected = [[a.copy() for a in group] for group in arrays]
     for w, m, v, g in zip(*expected):  # one parameter a call
         if routine == "sgd":
@@ -300,8 +300,17 @@ def test_softmax_cross_entropy_in_float16_takes_the_array_module_path_on_both_si
     logits = draw(6, 4, seed=7).astype(np.float16)
     labels = np.array([0, 3, 1, 2, 2, 0])
     expected_loss, expected_gradient = softmax_cross_entropy_reference(logits, labels)
-    loss, saved = device.fused.softmax_cross_entropy(on(device, logits), on(device, labels))
+    loss, saved = device.kernels.softmax_cross_entropy(on(device, logits), on(device, labels))
     assert loss.dtype == np.float16 and saved.exp_shifted.dtype == np.float16
     np.testing.assert_allclose(host(loss), expected_loss, rtol=2e-3)
-    gradient = device.fused.softmax_cross_entropy_gradient(saved, on(device, np.float16(1.0)))
+    gradient = device.kernels.softmax_cross_entropy_gradient(saved, on(device, np.float16(1.0)))
     np.testing.assert_allclose(host(gradient), expected_gradient, rtol=1e-2, atol=1e-3)
+
+
+def test_the_old_names_of_the_kernels_still_import():
+    """Code written before the rename (``device.fused``, ``backend_ndarray.fused``) keeps working."""
+    from needle.backend_ndarray import fused, fused_cupy, kernels, kernels_cupy
+
+    assert ndl.cpu().fused is ndl.cpu().kernels
+    assert fused.ArrayRoutines is kernels.ArrayRoutines and fused.Scratch is kernels.Scratch
+    assert fused_cupy.CupyKernels is kernels_cupy.CupyKernels
