@@ -14,6 +14,7 @@ from typing import Any
 import numpy
 
 from ..autograd import Tensor
+from .. import updated_parameters
 from ..backend_ndarray.fused import Scratch
 from ..deferred import keep_values_before_update
 
@@ -33,6 +34,7 @@ class Optimizer:
     def __init__(self, params: Iterable[Tensor]) -> None:
         self.params = _checked_params(type(self).__name__, params)
         self._scratch = Scratch()  # this optimizer's own: never shared with another one
+        updated_parameters.register(self, self.params)  # a parameter in no live optimizer is frozen
 
     def step(self) -> None:
         raise NotImplementedError()

@@ -40,7 +40,7 @@ from .evidence import (
     Suspicion,
 )
 from .locator import LeakLocator, fed_forward
-from .report import freeze, graph_leak_message, no_grad_message, wasted_graph_message
+from .report import freeze, graph_leak_message, no_grad_message
 from .wasted import WastedGraphs
 from .sites import is_framework_file, source_of
 from .warnings import GraphLeakWarning, NoGradWarning
@@ -82,15 +82,13 @@ class LeakDiagnosis:
     def observe(self, record, caller_frame, wasted=(0, 0)) -> None:
         """Advance by one step: ``record`` is the step's counters, ``caller_frame`` the frame that stepped,
         ``wasted`` the (nodes, bytes) of graphs through parameters freed unspent this step."""
-        # NOTE: iterations without a backward() are the untrained-forward path's (it also sees graphs
-        # kept, not freed); the counters cover the evaluations inside training iterations.
-        training = record.backward_calls > 0
-        site = self.wasted.observe(record.iteration, wasted if training else (0, 0), caller_frame)
-        if site is not None and training:
+        # NOTE: in any iteration, training or not; an evaluation the untrained-forward path also
+        # reports is warned once (``_no_grad_just_reported``, and the same finding key).
+        site = self.wasted.observe(record.iteration, wasted, caller_frame)
+        if site is not None:
             finding = Finding(MISSING_NO_GRAD, site, iteration=record.iteration)
-            message = wasted_graph_message(self.wasted.nodes_wasted, self.wasted.bytes_wasted, site)
             if not self._no_grad_just_reported(site, record.iteration):
-                self.emit(message, NoGradWarning, finding.key, site)
+                self.emit(self.wasted.message(site), NoGradWarning, finding.key, site)
         suspicion = self.detector.observe(record)
         if self.state == REPORTING:
             self._awaiting_adding_line(record)
