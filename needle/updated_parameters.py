@@ -1,7 +1,8 @@
 """Which parameters some live optimizer updates: a weak registry the optimizers fill.
 
 Every :class:`~needle.optim.Optimizer` registers its parameters when it is made and leaves the
-registry when it is garbage collected. ``backward()`` uses it to count gradients computed for
+registry when it is garbage collected; every step is counted (``steps()``), so that a loop in
+which no optimizer steps (a lesson's hand-written update) is never said to train a frozen model. ``backward()`` uses it to count gradients computed for
 parameters that no live optimizer updates (``snapshot().frozen_gradients``): a frozen model run
 with grad mode on, whose graph a backward() goes through for nothing. While no optimizer exists
 (plain autograd), nothing is counted.
@@ -21,6 +22,7 @@ import weakref
 
 _UPDATERS = {}  # id(parameter) -> how many live optimizers update it (an optimizer keeps its parameters alive)
 _LIVE_OPTIMIZERS = [0]
+_STEPS = [0]  # optimizer steps taken, over all optimizers (cumulative)
 
 
 def register(optimizer, params):
@@ -50,3 +52,13 @@ def is_updated(param):
 def any_optimizer():
     """Whether any optimizer is alive."""
     return _LIVE_OPTIMIZERS[0] > 0
+
+
+def count_step():
+    """Note one optimizer step (called by ``Optimizer._gradients``, which every step reads)."""
+    _STEPS[0] += 1
+
+
+def steps():
+    """How many optimizer steps were taken so far, by all optimizers."""
+    return _STEPS[0]

@@ -54,6 +54,7 @@ class Optimizer:
         gradient, ``fused`` the fused routines of the parameter's device, which do the update.
         Every gradient's shape is checked before any is returned, so a bad one changes nothing.
         """
+        updated_parameters.count_step()
         found, problems = [], []
         for index, param in enumerate(self.params):
             grad = param.grad

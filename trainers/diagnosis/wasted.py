@@ -9,7 +9,8 @@ Two facts come from needle's O(1) counters (``needle.autograd.snapshot``), read 
   updates (``needle.updated_parameters``): a frozen model (a feature extractor, a teacher) run
   with grad mode on, whose graph the backward goes through only to fill gradients nobody uses.
   Nothing is counted while no optimizer exists (plain autograd), nor for parameters with
-  ``requires_grad=False`` (they get no gradient).
+  ``requires_grad=False`` (they get no gradient); nothing is warned for steps in which no
+  optimizer stepped (a lesson's hand-written update, with an old optimizer still alive).
 
 Threshold (what is warned): a freed graph is warned when it reads a parameter and no node of
 it was spent (a branch of a trained graph, say an unused auxiliary output, is not). A graph that
@@ -107,11 +108,15 @@ class WastedGraphs(graph_observers.GraphObserver):
         self._moved_while_watching = False
         self._last_move = None  # iteration at which the latest occurrence began
         self._gap = 0  # iterations between the last two occurrences
+        self._optimizer_steps = updated_parameters.steps()
         self._in_evaluation_run = False  # the last step wasted a graph and called no backward()
 
     def observe(self, iteration, wasted_now, caller_frame):
         """Advance one step; ``wasted_now``: the step's :class:`WastedCounts` (or its first fields)."""
         counts = WastedCounts(*wasted_now)
+        steps, self._optimizer_steps = self._optimizer_steps, updated_parameters.steps()
+        if counts.frozen and steps == self._optimizer_steps:  # no optimizer stepped: nothing trains here
+            counts = counts._replace(frozen=0)
         if counts.small_nodes > 0 and counts.nodes == 0 and counts.frozen == 0:
             self.small_nodes += counts.small_nodes
             self.small_bytes += counts.small_bytes
@@ -134,7 +139,7 @@ class WastedGraphs(graph_observers.GraphObserver):
             self._start(iteration + max(WATCH_ITERATIONS, 2 * self._gap + 2), caller_frame, small=False)
         elif not moved and counts.small_nodes > 0 and not self.small_sites and self._small_samples_left > 0:
             self._small_samples_left -= 1
-            self._start(iteration + 1, caller_frame, small=True)
+            self._start(iteration + 2, caller_frame, small=True)  # a graph made next step may be freed the step after
         return None
 
     def _watching(self, iteration, counts, moved, caller_frame):
