@@ -15,8 +15,8 @@ Example:
     >>> updated_parameters.is_updated(w), updated_parameters.is_updated(frozen)
     (True, False)
     >>> del opt
-    >>> updated_parameters.is_updated(w), updated_parameters.any_optimizer()
-    (False, False)
+    >>> updated_parameters.is_updated(w)
+    False
 """
 import weakref
 
