@@ -151,3 +151,39 @@ def test_the_unused_run_measures_bytes_from_the_last_settled_step():
 def test_defaults_are_a_window_of_16_and_80_unused_steps():
     detector = LeakDetector()
     assert (detector.window, detector.unused_steps) == (16, 80)
+
+
+def test_a_fresh_detector_names_an_untrained_forward_at_its_very_first_step():
+    detector = LeakDetector()
+    assert detector.unsettled_run == 0
+    (iteration, suspicion), = feed(detector, [record(0, 51, backward=0, created=1, freed=0)])
+    assert (iteration, suspicion.kind, suspicion.iteration, suspicion.signature) == (0, UNTRAINED_FORWARD, 0, (1, 1))
+    assert detector.unsettled_run == 1
+
+
+def test_unused_growth_from_the_very_first_step_counts_bytes_from_zero():
+    detector = LeakDetector(unused_steps=4)
+    run = [record(i, 52 + 2 * i, backward=0, created=2, freed=0, live_bytes=1000 + 500 * i) for i in range(4)]
+    suspicion = feed(detector, run)[-1][1]
+    assert (suspicion.kind, suspicion.iteration) == (UNUSED_GROWTH, 3)
+    assert suspicion.nbytes == pytest.approx(2500 / 4) and suspicion.baseline == 50
+
+
+def test_growth_after_a_single_event_is_nothing_yet():
+    detector = LeakDetector()
+    feed(detector, [record(3, 50), record(4, 57)])  # one new high, live nodes unlike the iteration
+    assert detector.growth() == (0, 0, 1, False)
+
+
+def test_growth_at_exactly_the_window_keeps_averaging_from_its_first_event():
+    detector = LeakDetector(window=4)
+    lives = [50, 54, 54, 54, 54, 58, 58, 58, 58, 62]  # highs at 1, 5, 9: exactly the window apart
+    found = feed(detector, [record(i, n) for i, n in enumerate(lives)])
+    assert [i for i, _ in found] == [5, 9]
+    assert detector.growth() == (4, 400, 4, False)  # two gaps since the event at 1
+
+
+def test_the_detector_remembers_only_the_last_two_growth_events():
+    detector = LeakDetector()
+    feed(detector, [record(i, 50 + i) for i in range(1000)])
+    assert len(detector._events) == 2 and len(detector._settled) == 16
