@@ -383,3 +383,115 @@ def test_ancestors_stop_at_spent_nodes_only_when_asked():
     assert wasted._reaches_spent(top) and not wasted._reaches_parameter(top)
     fresh = ndl.ops.exp(w * w)
     assert wasted._reaches_parameter(fresh) and not wasted._reaches_spent(fresh)
+
+
+# ---- what mutation testing showed nothing pinned down ------------------------------------------------
+def stepped_optimizer():
+    w = nn.Parameter(ndl.Tensor([1.0]))
+    opt = ndl.optim.SGD([w], lr=0.1)
+    w.grad = ndl.Tensor([1.0])
+    opt.step()
+    return opt
+
+
+def test_a_single_frozen_gradient_is_a_move(graphs):
+    keep = stepped_optimizer()
+    graphs.observe(0, WastedCounts(frozen=1, backward_calls=1), None)
+    assert graphs.watching_until == WATCH_ITERATIONS and keep.params
+
+
+def test_a_wasted_graph_during_a_small_sample_watches_as_long_as_twice_the_gap(graphs):
+    graphs.observe(0, WastedCounts(1, 8, backward_calls=1), None)
+    for i in range(1, WATCH_ITERATIONS + 1):
+        graphs.observe(i, WastedCounts(backward_calls=1), None)
+    assert graphs.watching_until is None
+    graphs.observe(99, WastedCounts(small_nodes=1, small_bytes=4), None)  # a small sample begins
+    assert graphs._sampling_small
+    graphs.observe(100, WastedCounts(1, 8, backward_calls=1), sys._getframe())  # 100 steps after the first
+    assert graphs.watching_until == 100 + 2 * 100 + 2 and not graphs._sampling_small
+    assert graphs._loop_code[0] is sys._getframe().f_code
+
+
+def test_the_frozen_message_names_the_line():
+    graphs = WastedGraphs()
+    site = here()
+    graphs._reported_kind[site] = "frozen"
+    graphs.frozen_gradients = 3
+    assert f"{site[0]}:{site[1]}" in graphs.message(site) and "3 gradients" in graphs.message(site)
+
+
+def test_one_small_node_is_summarised():
+    graphs = WastedGraphs()
+    graphs.small_nodes, graphs.small_bytes = 1, 4
+    assert graphs.small_summary().startswith("  small graphs: 1 graph nodes (4 B)")
+
+
+def test_each_node_on_a_line_is_counted(graphs):
+    w = nn.Parameter(ndl.Tensor([1.0, 2.0]))
+    start_watch(graphs, frame=sys._getframe())
+    float((w * w + w).sum().numpy()); site = here()  # noqa: E702  (two nodes read w)
+    assert graphs.found == {site: 2}
+
+
+def test_each_small_node_on_a_line_is_counted(graphs):
+    t = ndl.Tensor([1.0, 2.0], requires_grad=True)
+    graphs.observe(0, WastedCounts(small_nodes=1, small_bytes=8), sys._getframe())
+    float(ndl.ops.exp(ndl.ops.exp(t)).numpy().sum()); site = here()  # noqa: E702
+    assert graphs.small_sites == {site: 2}
+
+
+def test_frozen_nodes_are_counted_over_every_backward_of_a_watch(graphs):
+    frozen, trained = nn.Parameter(ndl.Tensor([1.0, 2.0])), nn.Parameter(ndl.Tensor([3.0, 4.0]))
+    opt = ndl.optim.SGD([trained], lr=0.1)
+    start_watch(graphs, frame=sys._getframe())
+    for _ in range(2):
+        features = frozen * frozen + frozen; site = here()  # noqa: E702  (two nodes read frozen)
+        (features * trained).sum().backward()
+    assert graphs.frozen_found == {site: 4} and opt.params
+
+
+def test_a_frozen_node_freed_unused_is_forgotten(graphs):
+    frozen = nn.Parameter(ndl.Tensor([1.0, 2.0]))
+    opt = ndl.optim.SGD([nn.Parameter(ndl.Tensor([1.0]))], lr=0.1)
+    start_watch(graphs, frame=sys._getframe())
+    float((frozen * frozen).sum().numpy())
+    assert graphs._frozen_made == {} and graphs._made == {} and opt.params
+
+
+def test_the_loop_code_reaches_twelve_user_frames():
+    def nested(depth):
+        return nested(depth - 1) if depth else wasted._user_code(sys._getframe())
+
+    assert len(nested(20)) == 12
+
+
+def test_of_several_lines_a_framework_called_the_outermost_is_chosen():
+    a, b, c = code_of("a.py"), code_of("b.py"), code_of("c.py")
+    stack = [[a, ("a.py", 1), True], [b, ("b.py", 2), True], [c, ("c.py", 3), True]]
+    assert wasted._forward_site(stack, []) == ("c.py", 3)
+
+
+def test_the_ancestor_search_is_bounded():
+    w = nn.Parameter(ndl.Tensor([1.0]))
+    for length, reached in ((wasted._ANCESTORS_CHECKED, True), (wasted._ANCESTORS_CHECKED + 1, False)):
+        top = w
+        for _ in range(length):
+            top = top * 1.0
+        assert wasted._reaches_parameter(top) is reached, length
+
+
+def test_the_ancestor_search_yields_each_value_once():
+    w = nn.Parameter(ndl.Tensor([1.0]))
+    top = w
+    for _ in range(10):
+        top = top + top  # each node reads the one before twice
+    ancestors = list(wasted._ancestors(top))
+    assert len(ancestors) == 10 and len({id(x) for x in ancestors}) == 10  # 9 sums below it, and w
+
+
+def test_the_ancestor_search_goes_past_a_value_it_has_seen():
+    w = nn.Parameter(ndl.Tensor([1.0]))
+    t = ndl.Tensor([1.0], requires_grad=True)
+    p = ndl.ops.exp(t)
+    top = w * 3.0 + p * p  # searched depth first: p is met twice before the branch through w
+    assert wasted._reaches_parameter(top)
