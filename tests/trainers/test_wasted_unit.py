@@ -25,10 +25,10 @@ def here():
 
 # ---- the counts ---------------------------------------------------------------------------------
 def test_counts_between_two_snapshots_separate_wasted_small_and_frozen_graphs():
-    w = nn.Parameter(ndl.Tensor([1.0, 2.0]))
-    head = nn.Parameter(ndl.Tensor([3.0, 4.0]))
+    w = nn.Parameter(ndl.Tensor([1.0, 2.0], dtype="float32"))
+    head = nn.Parameter(ndl.Tensor([3.0, 4.0], dtype="float32"))
     opt = ndl.optim.SGD([head], lr=0.1)
-    t = ndl.Tensor([1.0, 2.0], requires_grad=True)
+    t = ndl.Tensor([1.0, 2.0], dtype="float32", requires_grad=True)
     before = ndl.autograd.snapshot()
     float((w * w).sum().numpy())  # wasted: the multiply reads w (8 bytes of float32 x 2)
     float(ndl.ops.exp(t).sum().numpy())  # small: reads no parameter (2 nodes)
