@@ -203,3 +203,13 @@ def test_small_graphs_are_never_warned_and_summarised_once_with_their_line():
     # one float32 (8, 3) exp a step, freed when the next step rebinds it (the last is still alive)
     assert wasted.small_nodes == 29 and wasted.small_bytes == 29 * 8 * 3 * 4
     assert "29 graph nodes (2.78 KB)" in small[0] and "harmless" in small[0]
+
+
+def test_a_frozen_backbone_in_a_trainer_is_warned_at_the_models_line():
+    caught = wasted_loops.frozen_backbone_in_trainer()
+    assert [(w.filename, w.lineno) for w in caught] == [(wasted_loops.__file__, wasted_loops.site("frozen_backbone"))]
+    assert "no optimizer updates" in str(caught[0].message)
+
+
+def test_a_frozen_backbone_under_no_grad_in_a_trainer_is_silent():
+    assert wasted_loops.frozen_backbone_in_trainer(no_grad=True) == []

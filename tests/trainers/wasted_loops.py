@@ -211,3 +211,33 @@ def frozen_features(monitor, iterations, fix=None):
         loss.backward()
         opt.step()
         monitor.step()
+
+
+def frozen_backbone_in_trainer(epochs=2, no_grad=False):
+    """A Trainer fitting a head on a frozen backbone that the model's own forward runs with grad on."""
+    import warnings
+
+    from needle import nn, optim
+    from patterns import CLASSES, FEATURES, HIDDEN
+    from trainers import Trainer
+
+    class Student(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.ReLU())
+            self.head = nn.Linear(HIDDEN, CLASSES)
+
+        def forward(self, x):
+            if no_grad:
+                with ndl.no_grad():
+                    feats = self.backbone(x)
+            else:
+                feats = self.backbone(x)  # site: frozen_backbone
+            return self.head(feats)
+
+    model = Student()
+    opt = optim.SGD(model.head.parameters(), lr=0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Trainer(model, opt, nn.SoftmaxLoss(), progress=False).fit(list(data(6)), epochs=epochs)
+    return [w for w in caught if issubclass(w.category, NoGradWarningType())]
