@@ -81,7 +81,7 @@ class LeakDiagnosis:
     # ---- the state machine ----------------------------------------------------------------
     def observe(self, record, caller_frame, wasted=(0, 0)) -> None:
         """Advance by one step: ``record`` is the step's counters, ``caller_frame`` the frame that stepped,
-        ``wasted`` the (nodes, bytes) of graphs through parameters freed unspent this step."""
+        ``wasted`` the step's ``trainers.diagnosis.wasted.WastedCounts`` (wasted, frozen and small graphs)."""
         # NOTE: in any iteration, training or not; an evaluation the untrained-forward path also
         # reports is warned once (``_no_grad_just_reported``, and the same finding key).
         site = self.wasted.observe(record.iteration, wasted, caller_frame)
