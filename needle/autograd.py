@@ -23,7 +23,7 @@ from . import live_buffers
 from .backend_ndarray import NDArray
 from .grad_mode import GRAD_MODE, no_grad
 from .live_buffers import _HELD, hold as _hold, hold_all as _hold_all, release as _release
-from . import graph_observers
+from . import graph_observers, updated_parameters
 from .graph_observers import THREAD as _THREAD
 
 _NUMPY_ARRAY = numpy.ndarray
@@ -45,6 +45,7 @@ _UNSPENT_FREED = 0
 _UNSPENT_FREED_BYTES = 0
 _WASTED_FREED = 0
 _WASTED_FREED_BYTES = 0
+_FROZEN_GRADIENTS = 0  # parameter gradients a backward() computed for no live optimizer (see needle.updated_parameters)
 _BYTES_BY_DEVICE: Dict[str, int] = live_buffers.BYTES_BY_DEVICE  # per buffer: see needle.live_buffers
 
 # ---- the data clock: advanced by every change of a value's array after it was made ------------
@@ -99,6 +100,8 @@ class GraphSnapshot(NamedTuple):
     unspent_bytes_freed: int = 0
     wasted_nodes_freed: int = 0
     wasted_bytes_freed: int = 0
+    # gradients a backward() computed for parameters no live optimizer updates (cumulative)
+    frozen_gradients: int = 0
 
     @property
     def live_bytes(self):
@@ -137,6 +140,7 @@ def snapshot():
         unspent_bytes_freed=_UNSPENT_FREED_BYTES,
         wasted_nodes_freed=_WASTED_FREED,
         wasted_bytes_freed=_WASTED_FREED_BYTES,
+        frozen_gradients=_FROZEN_GRADIENTS,
     )
 
 
@@ -585,14 +589,19 @@ from .backend_selection import Device, all_devices, array_api, cpu, default_devi
 
 def _count_backward_call(nodes):
     """Count one backward() pass and mark the graph nodes it traversed as spent."""
-    global _BACKWARD_CALLS, _SPENT_MARKED
+    global _BACKWARD_CALLS, _SPENT_MARKED, _FROZEN_GRADIENTS
     _BACKWARD_CALLS += 1
-    marked = 0
+    marked = frozen = 0
+    optimizers = updated_parameters.any_optimizer()
     for node in nodes:
-        if not node._spent and node.op is not None:
+        if node.op is None:
+            if optimizers and node._is_parameter and node.requires_grad and not updated_parameters.is_updated(node):
+                frozen += 1
+        elif not node._spent:
             node._spent = True
             marked += 1
     _SPENT_MARKED += marked
+    _FROZEN_GRADIENTS += frozen
 
 
 def run_backward(output, run):

@@ -14,6 +14,7 @@ from typing import Any
 import numpy
 
 from ..autograd import Tensor
+from .. import updated_parameters
 from ..backend_ndarray.kernels import Scratch
 from ..deferred import keep_values_before_update
 
@@ -33,6 +34,7 @@ class Optimizer:
     def __init__(self, params: Iterable[Tensor]) -> None:
         self.params = _checked_params(type(self).__name__, params)
         self._scratch = Scratch()  # this optimizer's own: never shared with another one
+        updated_parameters.register(self, self.params)  # a parameter in no live optimizer is frozen
 
     def step(self) -> None:
         raise NotImplementedError()
@@ -52,6 +54,7 @@ class Optimizer:
         gradient, ``kernels`` the kernels of the parameter's device, which do the update.
         Every gradient's shape is checked before any is returned, so a bad one changes nothing.
         """
+        updated_parameters.count_step()
         found, problems = [], []
         for index, param in enumerate(self.params):
             grad = param.grad

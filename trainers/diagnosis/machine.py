@@ -41,8 +41,8 @@ A new run (``trainers.diagnosis.runs``: a re-run cell, ``watch()``, ``Trainer.fi
 Watching with no quiet period and nothing dismissed, so a re-run leak warns again.
 
 Beside the states, at every step, ``WastedGraphs`` (``trainers.diagnosis.wasted``) reads the wasted-node
-counters of iterations that train. The detector and the locator hold evidence only; every decision is
-made by the states.
+counters of every iteration, training or not (evaluations without no_grad, frozen models). The
+detector and the locator hold evidence only; every decision is made by the states.
 """
 from typing import Callable, Optional
 
@@ -54,7 +54,7 @@ from .detector import LeakDetector
 from .evidence import CONTAINER, MISSING_NO_GRAD, UNTRAINED_FORWARD, UNUSED_GROWTH, Finding, Suspicion
 from .locator import LeakLocator
 from .quiet import QuietPeriods
-from .report import freeze, graph_leak_message, no_grad_message, wasted_graph_message
+from .report import freeze, graph_leak_message, no_grad_message
 from .runs import RunBoundary
 from .wasted import WastedGraphs
 from .warnings import GraphLeakWarning, NoGradWarning
@@ -252,18 +252,16 @@ class LeakDiagnosis:
     # ---- one step ---------------------------------------------------------------------------
     def observe(self, record, caller_frame, wasted=(0, 0)) -> None:
         """Advance by one step: ``record`` is the step's counters, ``caller_frame`` the frame that stepped,
-        ``wasted`` the (nodes, bytes) of graphs through parameters freed unspent this step."""
+        ``wasted`` the step's ``trainers.diagnosis.wasted.WastedCounts`` (wasted, frozen and small graphs)."""
         if self.runs.is_new(caller_frame):
             self.new_run()
-        # NOTE: iterations without a backward() are the untrained-forward path's (it also sees graphs
-        # kept, not freed); the counters cover the evaluations inside training iterations.
-        training = record.backward_calls > 0
-        site = self.wasted.observe(record.iteration, wasted if training else (0, 0), caller_frame)
-        if site is not None and training:
+        # NOTE: in any iteration, training or not; an evaluation the untrained-forward path also
+        # reports is warned once (``_no_grad_just_reported``, and the same finding key).
+        site = self.wasted.observe(record.iteration, wasted, caller_frame)
+        if site is not None:
             finding = Finding(MISSING_NO_GRAD, site, iteration=record.iteration)
-            message = wasted_graph_message(self.wasted.nodes_wasted, self.wasted.bytes_wasted, site)
             if not self._no_grad_just_reported(site, record.iteration):
-                self.emit(message, NoGradWarning, finding.key, site)
+                self.emit(self.wasted.message(site), NoGradWarning, finding.key, site)
         suspicion = self.detector.observe(record)
         self.current.step(self, record, suspicion, caller_frame)
 

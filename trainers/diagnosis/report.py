@@ -91,8 +91,17 @@ def no_grad_message(nodes_per_iteration, bytes_per_iteration, iterations, site):
     )
 
 
-def wasted_graph_message(nodes, nbytes, site):
-    """The NoGradWarning text for a forward through parameters whose graph no backward() used."""
+def wasted_graph_message(nodes, nbytes, site, trained=True):
+    """The NoGradWarning text for a forward through parameters whose graph no backward() used
+    (``trained``: in an iteration that also called backward(); else in an evaluation loop's)."""
+    if not trained:
+        where = f"\n  The model is called at {describe_site(site)}" if site else ""
+        return (
+            f"no_grad missing: an iteration without backward() ran a forward through the model's parameters "
+            f"with grad mode on: its graph ({nodes:.0f} graph nodes, {megabytes(nbytes)}) was freed unused.{where}\n"
+            "  Fix: wrap the evaluation loop in `with needle.no_grad():` (and call model.eval()), or decorate "
+            "the evaluation helper with `@needle.no_grad`; no graph is recorded there."
+        )
     where = describe_site(site) if site else "(the line was not found)"
     return (
         f"no_grad missing: a forward through the model's parameters ran with grad mode on, and its graph "
@@ -100,6 +109,19 @@ def wasted_graph_message(nodes, nbytes, site):
         f"evaluation that records a graph for nothing.\n  {where}\n"
         "  Fix: run that call under `with needle.no_grad():` (or decorate the evaluation helper with "
         "`@needle.no_grad`); no graph is recorded there."
+    )
+
+
+def frozen_model_message(gradients, site):
+    """The NoGradWarning text for a forward through parameters no optimizer updates, backpropagated."""
+    where = describe_site(site) if site else "(the line was not found)"
+    return (
+        f"no_grad missing: a forward through parameters that no optimizer updates (a frozen model) ran with "
+        f"grad mode on, and backward() went through its graph only to compute {gradients:.0f} gradients "
+        f"of those parameters that nothing uses.\n  {where}\n"
+        "  Fix: run that call under `with needle.no_grad():` (its output then needs no gradient); or, if "
+        "those parameters should learn, give them to the optimizer. (`.detach()` of its output would stop "
+        "the backward there, but the forward would still record a graph for nothing.)"
     )
 
 

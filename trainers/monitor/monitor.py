@@ -18,6 +18,7 @@ from needle import autograd
 from ..callbacks.base import Callback
 from ..diagnosis.machine import LeakDiagnosis
 from ..diagnosis.sites import notebook_cell
+from ..diagnosis.wasted import counts_between
 from ..diagnosis.warnings import GraphLeakWarning, NoGradWarning, warn_at
 from .explanation import Explanation
 from .history import StepHistory
@@ -92,7 +93,6 @@ class MemoryMonitor(Callback):
         self._reported = set()
         self.diagnosis = LeakDiagnosis(self._emit, on_new_run=self._reported.clear)  # a new run warns anew
         self._previous = autograd.snapshot()
-        self._unspent_at_start = self._previous.unspent_nodes_freed - self._previous.wasted_nodes_freed
         self._previous_time = time.perf_counter()
 
     # ---- one step -------------------------------------------------------------------------
@@ -121,11 +121,7 @@ class MemoryMonitor(Callback):
         self._previous = counters
         self._previous_time = now
         if self.warn != "ignore":
-            wasted = (
-                counters.wasted_nodes_freed - previous.wasted_nodes_freed,
-                counters.wasted_bytes_freed - previous.wasted_bytes_freed,
-            )
-            self.diagnosis.observe(record, sys._getframe(1), wasted)
+            self.diagnosis.observe(record, sys._getframe(1), counts_between(previous, counters))
         return record
 
     def watch(self, iterable: Iterable[_Item]) -> Iterator[_Item]:
@@ -233,12 +229,9 @@ class MemoryMonitor(Callback):
             f"  leak warnings: {self.warnings_issued[GraphLeakWarning.__name__]}",
             f"  no_grad warnings: {self.warnings_issued[NoGradWarning.__name__]}",
         ]
-        unspent = autograd.snapshot()
-        small = unspent.unspent_nodes_freed - unspent.wasted_nodes_freed - self._unspent_at_start
-        if small > 0:
-            lines.append(
-                f"  graph nodes freed unused, reading no parameter (e.g. metrics on logits with grad on): {small}"
-            )
+        small = self.diagnosis.wasted.small_summary()
+        if small is not None:
+            lines.append(small)
         if self._device.enabled:
             lines.append(f"  GPU pool: peak {self._device.peak / 1e6:.1f} MB")
         return "\n".join(lines)
