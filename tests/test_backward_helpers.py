@@ -89,3 +89,19 @@ def test_a_tuple_read_by_each_item_builds_its_gradient_tuple_once():
     # read (summing one dense tuple per item would grow it by O(items) per item)
     sizes = [gradient_graph_size(items) for items in (4, 8, 12)]
     assert sizes[2] - sizes[1] == sizes[1] - sizes[0], sizes
+
+
+def test_the_fast_path_builds_a_tuples_gradient_once_however_many_items_are_read():
+    def tensors_made_by_backward(items):
+        x = ndl.Tensor(np.arange(2.0 * items).reshape(items, 2), dtype="float64", requires_grad=True)
+        pieces = ops.split(x, 0)
+        y = sum((pieces[i] * pieces[i]).sum() for i in range(items))
+        before = ndl.autograd.snapshot().tensors_created
+        y.backward(create_graph=False)
+        np.testing.assert_array_equal(x.grad.numpy(), 2.0 * x.numpy())
+        return ndl.autograd.snapshot().tensors_created - before
+
+    # NOTE: the same count more per item read; a dense tuple per item (TupleGetItem's own
+    # gradient, zeros for every other item) would make O(items) more per item
+    made = [tensors_made_by_backward(items) for items in (4, 8, 12)]
+    assert made[2] - made[1] == made[1] - made[0], made
