@@ -247,3 +247,25 @@ def test_the_watcher_without_a_matching_statement_still_names_the_line():
     watcher.stop()
     assert watcher.caught.site[0] == HERE
     assert watcher.caught.container_expression is None and watcher.caught.arguments == []
+
+
+def test_the_same_function_in_two_files_is_read_from_each_file(tmp_path):
+    # NOTE: code objects of equal functions compare equal whatever their file: the parse cache
+    # once named the first file for the second
+    text = (
+        "import sys\n"
+        "from trainers.diagnosis.adding_line import find_adding_line\n"
+        "def store(log, i, loss):\n"
+        "    if log is None:\n"
+        "        log[i] = loss\n"
+        "    return find_adding_line(log, sys._getframe())\n"
+    )
+    sites = []
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+        source = tmp_path / folder / "loop.py"
+        source.write_text(text)
+        namespace = {}
+        exec(compile(text, str(source), "exec"), namespace)
+        sites.append((namespace["store"]({}, 0, 1).site, (str(source), 5)))
+    assert [found for found, _ in sites] == [expected for _, expected in sites]
