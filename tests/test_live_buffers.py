@@ -270,3 +270,22 @@ def test_tallied_bytes_count_each_buffer_once_and_exclusively_only_when_every_ho
         assert live_buffers.tallied_bytes(twice, exclusive=True) == 0, "seen twice, held three times"
     finally:
         live_buffers.release((x_whole, x_view, x_other_view, y_token))
+
+
+def test_an_array_with_neither_a_memory_block_nor_a_base_is_its_own_buffer(fake_gpu):
+    bare = types.SimpleNamespace(nbytes=48)  # only what every array has
+    token = live_buffers.hold(on(fake_gpu, bare))
+    assert live_buffers.BYTES_BY_DEVICE["fake-gpu-2"] == 48 and token[live_buffers.OWNER] is bare
+    live_buffers.release(token)
+
+
+def test_a_view_of_an_array_over_a_python_buffer_counts_that_array():
+    memory = bytearray(16)
+    over = np.frombuffer(memory, dtype="float32")  # its base is a memoryview, which has no .base
+    view = over[1:]
+    assert view.base is over and isinstance(over.base, memoryview)
+    before = live_buffers.BYTES_BY_DEVICE["cpu"]
+    tokens = (live_buffers.hold(NDArray(view)), live_buffers.hold(NDArray(over)))
+    assert tokens[0] is tokens[1] and live_buffers.BYTES_BY_DEVICE["cpu"] - before == 16
+    live_buffers.release(tokens)
+    assert live_buffers.BYTES_BY_DEVICE["cpu"] == before
