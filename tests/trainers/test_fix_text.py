@@ -37,9 +37,14 @@ def test_byte_counts_read_in_the_unit_that_fits(nbytes, text):
     ("score *= model(x)", True,
      "accumulate a detached value: `score *= model(x).detach()` (or a Python number: "
      f"`score *= float(model(x).numpy())`), {NO_GRAD}"),
-    ("ratio /= stats['n']", True,
-     "accumulate a detached value: `ratio /= stats['n'].detach()` (or a Python number: "
-     f"`ratio /= float(stats['n'].numpy())`), {NO_GRAD}"),
+    ('ratio /= stats["n"]', True,
+     'accumulate a detached value: `ratio /= stats["n"].detach()` (or a Python number: '
+     f'`ratio /= float(stats["n"].numpy())`), {{NO_GRAD}}'.replace("{NO_GRAD}", NO_GRAD)),
+    ("total //= loss*2", True,
+     "accumulate a detached value: `total //= (loss*2).detach()` (or a Python number: "
+     f"`total //= float((loss*2).numpy())`), {NO_GRAD}"),
+    ("total @= m", False,
+     f"accumulate a detached value: `total @= m.detach()` (or a Python number: `total @= m.numpy()`), {NO_GRAD}"),
     ("self.total += out.loss", False,
      "accumulate a detached value: `self.total += out.loss.detach()` (or a Python number: "
      f"`self.total += out.loss.numpy()`), {NO_GRAD}"),
@@ -339,7 +344,11 @@ def test_the_no_grad_messages_give_the_figures_the_line_and_the_fix(tmp_path):
         f"  The model is called at {source}:1: logits = model(x)\n"
         "  Fix: wrap the evaluation loop in `with needle.no_grad():` (and call model.eval()); no graph is recorded there."
     )
-    assert "\n  The model is called" not in no_grad_message(41.6, 2_000_000, 3, None)
+    assert no_grad_message(41.6, 2_000_000, 3, None) == (
+        "no_grad missing: 3 iterations in a row ran a forward through trainable weights with grad mode on and no "
+        "backward(): each built 42 graph nodes (2.00 MB) that no backward() will use.\n"
+        "  Fix: wrap the evaluation loop in `with needle.no_grad():` (and call model.eval()); no graph is recorded there."
+    )
     assert wasted_graph_message(7.2, 1500, (str(source), 1)) == (
         "no_grad missing: a forward through the model's parameters ran with grad mode on, and its graph (7 graph nodes, "
         "1.50 KB) was freed without any backward() through it: an evaluation that records a graph for nothing.\n"
