@@ -43,14 +43,14 @@ def test_each_new_node_is_recorded_with_its_iteration_line_and_what_it_read(loca
     assert locator.active
     third, fourth = locator.records_of(3), locator.records_of(4)
     assert [record.ref() for record in third] == [a, b] and [record.ref() for record in fourth] == [c, d]
-    assert [record.site for record in third + fourth] == [
+    # NOTE: site_in, not site: under a mutation tool a trampoline frame sits between the recorder and needle
+    assert [record.site_in(two_iterations.__code__) for record in third + fourth] == [
         (HERE, line_of(two_iterations, text)) for text in ("a = x * weight", "b = a + 1.0", "c = b * 2.0", "d = x + 1.0")
     ]
     assert [record.iteration for record in third + fourth] == [3, 3, 4, 4]
     assert [record.reads_weight for record in third + fourth] == [True, False, False, False]
     assert [record.reads_earlier_graph for record in third + fourth] == [False, False, False, False]
     assert [record.nbytes for record in third + fourth] == [8, 8, 8, 8]
-    assert third[0].site_in(two_iterations.__code__) == third[0].site
     caller = sys._getframe().f_code
     assert third[0].site_in(caller) == (HERE, line_of(test_each_new_node_is_recorded_with_its_iteration_line_and_what_it_read,
                                                       "a, b, c, d = two_iterations"))
