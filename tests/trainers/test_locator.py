@@ -54,7 +54,7 @@ def test_each_new_node_is_recorded_with_its_iteration_line_and_what_it_read(loca
     caller = sys._getframe().f_code
     assert third[0].site_in(caller) == (HERE, line_of(test_each_new_node_is_recorded_with_its_iteration_line_and_what_it_read,
                                                       "a, b, c, d = two_iterations"))
-    assert third[0].site_in(reads_weight.__code__) is None
+    assert third[0].site_in(line_of.__code__) is None, "not running when the node was made"
     assert locator.records_of(5) == []
 
 
