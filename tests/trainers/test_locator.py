@@ -2,6 +2,7 @@
 import collections
 import dataclasses
 import inspect
+import os
 import sys
 
 import numpy as np
@@ -142,6 +143,12 @@ class Plain:
         self.loss = loss
 
 
+# NOTE: under mutmut (tools/mutate.py) the trampoline that calls the mutated function keeps its
+# arguments in a list of its own, which the walk then finds as the holder; the monitor-level holder
+# tests (test_holder_chain.py) cover the walk there.
+under_mutation = pytest.mark.skipif("MUTANT_UNDER_TEST" in os.environ, reason="a mutation run's trampoline holds the arguments")
+
+
 def holder(*nodes):
     """What the locator finds above ``nodes`` (the list passed is its own, never the answer)."""
     listed = list(nodes)
@@ -152,6 +159,7 @@ def graph():
     return ndl.Tensor(np.ones(2, dtype="float32"), requires_grad=True) * 2.0
 
 
+@under_mutation
 def test_the_nearest_container_and_the_path_from_its_element_to_the_tensor():
     node = graph()
     log = [node]
@@ -174,12 +182,14 @@ def test_the_nearest_container_and_the_path_from_its_element_to_the_tensor():
     assert holder(inner[0][1]) == (inner[0], inner[0][1], ())
 
 
+@under_mutation
 def test_the_first_node_with_a_holder_is_the_one_named():
     loose, held = graph(), graph()
     log = [held]
     assert holder(loose, held) == (log, held, ())
 
 
+@under_mutation
 def test_no_container_is_found_past_the_walks_depth_or_for_a_named_attribute():
     deep = [((((graph(),),),),)]
     assert holder(deep[0][0][0][0][0]) == (None, None, ())
