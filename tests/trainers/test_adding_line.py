@@ -29,19 +29,40 @@ def detached_then_kept(log, loss):
     if log is None:
         log.append(loss.detach())
         log.append(float(loss))
+        log.append(int(loss))
+        log.append(loss.numpy())
+        log.append(loss.tolist())
         log.append([loss.item(), 1])
         log.append(loss * 2)
     return find_adding_line(log, sys._getframe())
 
 
-def only_detached(log, loss):
+def only_detached(log, loss, max_frames=8):
     if log is None:
         log.append(loss.numpy())
-    return find_adding_line(log, sys._getframe())
+    return find_adding_line(log, sys._getframe(), max_frames=max_frames)
 
 
-def named_by_expressions(hist, box, key, loss):
+GLOBAL_LOG = []
+
+
+class CountingMapping:
+    """A user object with ``__getitem__``: the finder must never call it."""
+
+    def __init__(self):
+        self.calls = 0
+        self.inner = []
+
+    def __getitem__(self, key):
+        self.calls += 1
+        return self.inner
+
+
+def named_by_expressions(hist, box, key, loss, mapping=None):
     if hist is None:
+        box.missing.append(loss)
+        mapping["k"].append(loss)
+        GLOBAL_LOG.append(loss)
         hist["train"]["loss"].append(loss)
         box.curve.append(loss)
         hist[key].append(loss)
@@ -74,6 +95,8 @@ def test_a_line_that_keeps_the_graph_wins_over_lines_that_detach():
     assert adding.site[1] == line_of(detached_then_kept, "log.append(loss * 2)")
     fallback = only_detached([], 1)
     assert [text for _, text in fallback.arguments] == ["loss.numpy()"], "only a detaching line: it is still the answer"
+    beyond_the_stack = only_detached([], 1, max_frames=10_000)  # the outermost frame is passed, then the search ends
+    assert [text for _, text in beyond_the_stack.arguments] == ["loss.numpy()"]
 
 
 def test_the_container_is_named_as_the_user_wrote_it():
@@ -85,6 +108,10 @@ def test_the_container_is_named_as_the_user_wrote_it():
     assert find_adding_line(curve, frame).container_expression == "box.curve"
     assert find_adding_line(keyed, frame).container_expression == "hist[key]"
     assert find_adding_line(hist["kx"], frame) is None, "a computed key is never evaluated"
+    assert find_adding_line(GLOBAL_LOG, frame).container_expression == "GLOBAL_LOG", "a module global"
+    mapping = CountingMapping()
+    frame = named_by_expressions(hist, box, "k", 1, mapping)
+    assert find_adding_line(mapping.inner, frame) is None and mapping.calls == 0, "no user code runs"
     assert find_adding_line([], frame) is None
 
 
@@ -204,6 +231,7 @@ def test_the_watcher_catches_the_line_that_grows_the_container():
     assert watcher.active and watcher.caught is None
     logger.log(1.0)
     logger.log(2.0)
+    logger.curve.append(3.0)  # a later growth elsewhere: the first caught line stays
     watcher.stop()
     assert not watcher.active and sys.getprofile() is None
     caught = watcher.caught
@@ -269,3 +297,18 @@ def test_the_same_function_in_two_files_is_read_from_each_file(tmp_path):
         exec(compile(text, str(source), "exec"), namespace)
         sites.append((namespace["store"]({}, 0, 1).site, (str(source), 5)))
     assert [found for found, _ in sites] == [expected for _, expected in sites]
+
+
+def grows_in_place(log, loss):
+    log += [loss]
+    return len(log)
+
+
+def test_the_watcher_catches_an_in_place_addition_seen_at_the_next_event():
+    log = []
+    watcher = AddingLineWatcher()
+    watcher.start(log, sys._getframe())
+    grows_in_place(log, 1.0)
+    watcher.stop()
+    assert watcher.caught.site == (HERE, line_of(grows_in_place, "log += [loss]"))
+    assert (watcher.caught.container_expression, watcher.caught.method) == ("log", "+=")
