@@ -179,6 +179,25 @@ def extends_left(log, ce, mse):
     return find_adding_line(log, sys._getframe())
 
 
+def extends_by_tuple(log, ce, mse):
+    if log is None:
+        log.extend((ce,))
+        log.extendleft((ce, mse))
+    return find_adding_line(log, sys._getframe())
+
+
+def appends_detached_pair(log, step, loss):
+    if log is None:
+        log.append((step, loss.detach()))
+    return find_adding_line(log, sys._getframe())
+
+
+def adds_a_name(log, losses):
+    if log is None:
+        log += losses
+    return find_adding_line(log, sys._getframe())
+
+
 def inserts(log, loss):
     if log is None:
         log.insert(0, loss)
@@ -263,6 +282,13 @@ def test_each_way_of_adding_gets_its_own_fix():
     assert container_fix(sets_default({}, "k", 1), True) == (
         "store detached values (`t.detach()`) or Python numbers in `log`, not tensors with their graph."
     )
+
+
+def test_tuples_stay_tuples_and_a_detached_part_is_not_the_culprit():
+    assert container_fix(extends_by_tuple([], 1, 2), True) == "store detached values, e.g. `log.extend((ce.detach(),))`."
+    assert container_fix(adds_a_name([], [1]), True) == "store detached values, e.g. `log += losses.detach()`."
+    fix = container_fix(appends_detached_pair([], 1, 2), False, (("index", 1),))
+    assert "where the tensor sits" not in fix
 
 
 def test_without_an_adding_line_the_fix_is_general():

@@ -49,14 +49,16 @@ def test_the_summary_spells_the_iterations_graph_with_the_carried_name(loop):
     assert retained_summary(Finding("accumulation", (source, 2))) is None
 
 
-def test_the_summary_counts_the_batch_only_the_graph_keeps(loop):
-    _, _, (w, _, _) = loop
-    batch = ndl.Tensor(np.ones(3, dtype="float32"), requires_grad=False)
-    product = batch * w
-    del batch
-    assert retained_summary(Finding("held", None, retained_nodes=(product,))) == (
-        "each iteration keeps: EWiseMul(const, leaf) — 1 nodes, 24 B"
-    )
+def test_the_summary_counts_the_batch_only_the_graph_keeps():
+    weight = ndl.Tensor(np.ones((3, 5), dtype="float32"), requires_grad=True)  # 60 B, not counted: a weight
+    batch = ndl.Tensor(np.ones((1, 3), dtype="float32"), requires_grad=False)  # 12 B
+    product = batch @ weight  # 20 B
+    alone = retained_summary(Finding("held", None, retained_nodes=(product,)))
+    shared = batch.detach()  # another value now holds the batch's buffer
+    kept = retained_summary(Finding("held", None, retained_nodes=(product,)))
+    del shared
+    assert kept == "each iteration keeps: MatMul(const, leaf) — 1 nodes, 20 B", "the batch is held outside the graph"
+    assert alone == "each iteration keeps: MatMul(const, leaf) — 1 nodes, 32 B"
 
 
 def test_the_summary_spells_two_tops_and_counts_the_others(loop):
@@ -165,4 +167,23 @@ def test_a_frozen_finding_explains_what_it_drew_once_its_graph_is_gone(loop, tmp
     png = tmp_path / "frozen.PNG"
     assert explain(finding, png) == str(png)
     assert piped == [(dot, "png")] and png.read_bytes() == b"drawn"
+    assert explain(finding, tmp_path / "frozen.XDOT") == str(tmp_path / "frozen.XDOT")
+    assert piped[-1] == (dot, "xdot")
     freeze(Finding("container", None))  # nothing retained: nothing drawn, nothing raised
+
+
+def test_the_container_fix_follows_the_path_to_the_tensor(loop, tmp_path):
+    import sys
+
+    from trainers.diagnosis.adding_line import find_adding_line
+
+    def appends_pair(log, step, loss):
+        if log is None:
+            log.append((step, loss))
+        return find_adding_line(log, sys._getframe())
+
+    source, nodes, _ = loop
+    finding = Finding("container", (source, 3), container_name="log", scalar=True)
+    finding.holder_path = (("index", 1),)
+    message = graph_leak_message(finding, (3, 10, 1, True), 5, 9, adding=appends_pair([], 1, 2))
+    assert message.endswith("Fix: store a Python number where the tensor sits: `log.append((step, loss.item()))`.")
