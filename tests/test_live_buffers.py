@@ -159,3 +159,133 @@ def test_a_cupy_like_block_counts_once_for_all_its_views():
     live_buffers.release(tuple(tokens))
     assert live_buffers.BYTES_BY_DEVICE["fake-gpu"] == 0
     del live_buffers.BYTES_BY_DEVICE["fake-gpu"]
+
+
+@pytest.fixture
+def fake_gpu():
+    """A device name no real device has; its counter is removed after the test."""
+    yield types.SimpleNamespace(name="fake-gpu-2")
+    assert live_buffers.BYTES_BY_DEVICE.pop("fake-gpu-2", 0) == 0, "a test left bytes held"
+
+
+def on(device, raw):
+    return types.SimpleNamespace(raw=raw, device=device)
+
+
+def cupy_like(nbytes, block, base=None):
+    return types.SimpleNamespace(nbytes=nbytes, base=base, data=None if block is None else types.SimpleNamespace(mem=block))
+
+
+def test_two_cupy_like_blocks_count_apart_and_a_view_held_first_counts_its_owner(fake_gpu):
+    first_block, second_block = object(), object()
+    owner = cupy_like(512, first_block)
+    view = cupy_like(64, first_block, base=owner)  # as CuPy: a view's base is the array that owns the block
+    other = cupy_like(256, second_block)
+    buffers = live_buffers.held_buffer_count()
+    tokens = [live_buffers.hold(on(fake_gpu, raw)) for raw in (view, other, owner)]
+    assert live_buffers.BYTES_BY_DEVICE["fake-gpu-2"] == 512 + 256
+    assert live_buffers.held_buffer_count() == buffers + 2
+    assert tokens[0] is tokens[2] and tokens[0][live_buffers.HOLDERS] == 2
+    live_buffers.release(tokens[1])
+    assert live_buffers.BYTES_BY_DEVICE["fake-gpu-2"] == 512
+    live_buffers.release((tokens[0], tokens[2]))
+    assert live_buffers.BYTES_BY_DEVICE["fake-gpu-2"] == 0 and live_buffers.held_buffer_count() == buffers
+
+
+def test_an_array_without_a_memory_block_is_counted_through_its_base(fake_gpu):
+    owner = cupy_like(100, None)
+    view = cupy_like(10, None, base=owner)
+    lone = cupy_like(30, None)
+    tokens = [live_buffers.hold(on(fake_gpu, raw)) for raw in (view, owner, lone)]
+    assert tokens[0] is tokens[1]
+    assert live_buffers.BYTES_BY_DEVICE["fake-gpu-2"] == 130
+    live_buffers.release(tuple(tokens))
+
+
+class Subclass(np.ndarray):
+    """A numpy subclass (as ``ndl.compile``'s capture arrays are): counted as numpy, by its owner."""
+
+
+def test_a_view_through_as_strided_counts_the_array_at_the_end_of_its_base_chain():
+    x = np.zeros(8, dtype="float32")
+    strided = np.lib.stride_tricks.as_strided(x, shape=(4,), strides=(8,))
+    view = strided[1:]  # its base is an array whose own base is as_strided's helper object
+    assert view.base is strided and strided.base is not None
+    before, buffers = live_buffers.BYTES_BY_DEVICE["cpu"], live_buffers.held_buffer_count()
+    tokens = [live_buffers.hold(NDArray(raw)) for raw in (view, x, strided)]
+    assert tokens[0] is tokens[1] is tokens[2]
+    assert live_buffers.BYTES_BY_DEVICE["cpu"] - before == 32
+    assert live_buffers.held_buffer_count() == buffers + 1
+    live_buffers.release(tuple(tokens))
+    assert live_buffers.BYTES_BY_DEVICE["cpu"] == before
+
+
+def test_numpy_subclass_arrays_count_the_buffer_they_view_once():
+    x = np.zeros(8, dtype="float32")
+    owned = Subclass((6,), dtype="float32")  # a subclass array that owns its memory
+    strided = np.lib.stride_tricks.as_strided(owned, shape=(2,), strides=(8,), subok=True)
+    assert strided.__class__ is Subclass and strided.base is not owned
+    before, buffers = live_buffers.BYTES_BY_DEVICE["cpu"], live_buffers.held_buffer_count()
+    arrays = [NDArray(x[1:3].view(Subclass)), NDArray(x), NDArray(strided), NDArray(owned[2:])]
+    assert arrays[0].raw.__class__ is Subclass
+    tokens = [live_buffers.hold(array) for array in arrays]
+    assert tokens[0] is tokens[1] and tokens[2] is tokens[3]
+    assert live_buffers.BYTES_BY_DEVICE["cpu"] - before == 32 + 24
+    assert live_buffers.held_buffer_count() == buffers + 2
+    live_buffers.release(tuple(tokens))
+    assert live_buffers.BYTES_BY_DEVICE["cpu"] == before
+
+
+def test_hold_all_holds_the_arrays_of_nested_tuples_and_skips_what_is_no_array():
+    a, b = NDArray(np.zeros(2, dtype="float32")), NDArray(np.zeros(3, dtype="float32"))
+    before = live_buffers.BYTES_BY_DEVICE["cpu"]
+    tokens = live_buffers.hold_all((a, (b, None), 7))
+    assert live_buffers.BYTES_BY_DEVICE["cpu"] - before == 20
+    assert isinstance(tokens, tuple) and len(tokens) == 2 and isinstance(tokens[1], tuple)
+    assert live_buffers.hold_all((None, (5,))) is None and live_buffers.hold_all(None) is None
+    live_buffers.release(tokens)
+    assert live_buffers.BYTES_BY_DEVICE["cpu"] == before
+
+
+def test_tallied_bytes_count_each_buffer_once_and_exclusively_only_when_every_holder_is_tallied():
+    x, y = NDArray(np.zeros(4, dtype="float32")), NDArray(np.zeros(2, dtype="float64"))
+    x_whole, x_view, x_other_view = live_buffers.hold(x), live_buffers.hold(x[1:3]), live_buffers.hold(x[::2])
+    y_token = live_buffers.hold(y)
+    try:
+        counts = {}
+        live_buffers.tally(((x_whole, (y_token,)), x_view), counts)  # nested, a buffer seen twice
+        live_buffers.tally(None, counts)
+        assert live_buffers.tallied_bytes(counts) == 16 + 16
+        assert live_buffers.tallied_bytes(counts, exclusive=True) == 16, "x's buffer has a third holder"
+        live_buffers.tally(x_other_view, counts)
+        assert live_buffers.tallied_bytes(counts, exclusive=True) == 32, "now all three are tallied"
+        once = {}
+        live_buffers.tally(x_view, once)
+        assert live_buffers.tallied_bytes(once) == 16 and live_buffers.tallied_bytes(once, exclusive=True) == 0
+        thrice = {}
+        live_buffers.tally((x_view, x_view, x_other_view), thrice)  # seen 3 times: as many as its holders
+        assert live_buffers.tallied_bytes(thrice, exclusive=True) == 16
+        twice = {}
+        live_buffers.tally((x_view, x_other_view), twice)
+        assert live_buffers.tallied_bytes(twice, exclusive=True) == 0, "seen twice, held three times"
+    finally:
+        live_buffers.release((x_whole, x_view, x_other_view, y_token))
+
+
+def test_an_array_with_neither_a_memory_block_nor_a_base_is_its_own_buffer(fake_gpu):
+    bare = types.SimpleNamespace(nbytes=48)  # only what every array has
+    token = live_buffers.hold(on(fake_gpu, bare))
+    assert live_buffers.BYTES_BY_DEVICE["fake-gpu-2"] == 48 and token[live_buffers.OWNER] is bare
+    live_buffers.release(token)
+
+
+def test_a_view_of_an_array_over_a_python_buffer_counts_that_array():
+    memory = bytearray(16)
+    over = np.frombuffer(memory, dtype="float32")  # its base is a memoryview, which has no .base
+    view = over[1:]
+    assert view.base is over and isinstance(over.base, memoryview)
+    before = live_buffers.BYTES_BY_DEVICE["cpu"]
+    tokens = (live_buffers.hold(NDArray(view)), live_buffers.hold(NDArray(over)))
+    assert tokens[0] is tokens[1] and live_buffers.BYTES_BY_DEVICE["cpu"] - before == 16
+    live_buffers.release(tokens)
+    assert live_buffers.BYTES_BY_DEVICE["cpu"] == before

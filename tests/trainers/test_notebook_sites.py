@@ -37,3 +37,23 @@ def test_wrapping_keeps_code_spans_whole_and_short_lines_alone():
     assert all(len(line) <= 60 for line in wrapped)
     assert "`total_loss += loss.detach()`" in "\n".join(wrapped)
     assert all(line.startswith("    ") for line in wrapped[2:])
+
+
+def test_framework_files_are_needles_the_trainers_and_pythons_frozen_modules():
+    import needle
+    import trainers
+    from trainers.diagnosis.sites import is_framework_file
+
+    assert is_framework_file(needle.autograd.__file__)
+    assert is_framework_file(trainers.__file__)
+    assert is_framework_file("<frozen runpy>") and is_framework_file("<frozen importlib._bootstrap>")
+    assert not is_framework_file(__file__)
+    assert not is_framework_file("train.py") and not is_framework_file("<stdin>")
+
+
+def test_a_site_without_a_source_line_is_its_file_and_line_alone(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("x = 1\n\n")
+    assert describe_site((str(script), 1)) == f"{script}:1: x = 1"
+    assert describe_site((str(script), 2)) == f"{script}:2"
+    assert describe_site((str(script), 40)) == f"{script}:40"

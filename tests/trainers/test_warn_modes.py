@@ -105,3 +105,38 @@ def test_a_misspelt_switch_names_the_variable_and_the_choices(tmp_path):
     result = run_script(tmp_path, {"NEEDLE_WARNINGS": "eror"})
     assert result.returncode == 1
     assert "NEEDLE_WARNINGS='eror' is not a warnings action; use one of error, ignore" in result.stderr
+
+
+@pytest.mark.parametrize("spelling, action", [("error", "error"), ("  Ignore\n", "ignore"), ("ALWAYS", "always")])
+def test_the_switch_installs_one_filter_for_the_diagnostic_warnings(spelling, action):
+    from trainers.diagnosis.warnings import DiagnosticWarning, apply_environment
+
+    with warnings.catch_warnings():
+        before = list(warnings.filters)
+        assert apply_environment({"NEEDLE_WARNINGS": spelling, "OTHER": "x"}) == action
+        assert warnings.filters[0][0] == action and warnings.filters[0][2] is DiagnosticWarning
+        assert warnings.filters[1:] == before
+
+
+@pytest.mark.parametrize("environ", [{}, {"NEEDLE_WARNINGS": ""}, {"NEEDLE_WARNINGS": "  "}, {"OTHER": "error"}])
+def test_without_the_switch_no_filter_is_added(environ):
+    from trainers.diagnosis.warnings import apply_environment
+
+    with warnings.catch_warnings():
+        before = list(warnings.filters)
+        assert apply_environment(environ) is None
+        assert warnings.filters == before
+
+
+def test_a_misspelt_switch_raises_in_process_and_adds_no_filter():
+    from trainers.diagnosis.warnings import apply_environment
+
+    with warnings.catch_warnings():
+        before = list(warnings.filters)
+        with pytest.raises(ValueError) as raised:
+            apply_environment({"NEEDLE_WARNINGS": "Eror"})
+        assert warnings.filters == before
+    assert str(raised.value) == (
+        "NEEDLE_WARNINGS='Eror' is not a warnings action; use one of error, ignore, always, default, once, module "
+        "(e.g. NEEDLE_WARNINGS=error to turn every leak warning into an error)"
+    )

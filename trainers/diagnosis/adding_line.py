@@ -89,7 +89,9 @@ _PARSED = {}
 
 def _candidates(frame):
     code = frame.f_code
-    cached = _PARSED.get(code)
+    # NOTE: code objects compare equal across files (co_filename is not compared): the file is part of the key
+    key = (code.co_filename, code)
+    cached = _PARSED.get(key)
     if cached is not None:
         return cached
     try:
@@ -100,13 +102,13 @@ def _candidates(frame):
         else:
             lines, start = inspect.getsourcelines(code)
     except (OSError, TypeError):
-        _PARSED[code] = []
+        _PARSED[key] = []
         return []
     source = textwrap.dedent("".join(lines))
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        _PARSED[code] = []
+        _PARSED[key] = []
         return []
     offset = max(start, 1) - 1
     found = []
@@ -128,7 +130,7 @@ def _candidates(frame):
             found.append(_Candidate(source, node.target, "+=", [node.value], lineno, code.co_filename))
     if len(_PARSED) > 256:
         _PARSED.clear()
-    _PARSED[code] = found
+    _PARSED[key] = found
     return found
 
 

@@ -281,9 +281,15 @@ def container_fix(adding, scalar, path=()):
     return f"store detached values (`t.detach()`) or Python numbers in `{name}`, not tensors with their graph."
 
 
+_OPERATORS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+    ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&",
+}
+
+
 def _operator(op):
-    symbols = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
-    return symbols.get(type(op), "+")
+    """The symbol of an augmented assignment's operator (every ``ast.operator`` has one)."""
+    return _OPERATORS[type(op)]
 
 
 # ---- what a leak keeps alive (monitor.explain()) ----
