@@ -1,8 +1,7 @@
-"""The leak locator: what it records of each new node, the questions it answers, and the holder chains it finds."""
+"""The leak locator: what it notes of each new node, the questions it answers, and the holder chains it finds."""
 import collections
 import dataclasses
 import inspect
-import os
 import sys
 
 import numpy as np
@@ -37,26 +36,26 @@ def two_iterations(locator, weight, x):
     return a, b, c, d
 
 
-def test_each_new_node_is_recorded_with_its_iteration_line_and_what_it_read(locator):
+def test_each_new_node_is_noted_with_its_iteration_line_and_what_it_read(locator):
     weight = ndl.nn.Parameter(np.ones(2, dtype="float32"))
     x = ndl.Tensor(np.ones(2, dtype="float32"))
     a, b, c, d = two_iterations(locator, weight, x)
     assert locator.active
-    third, fourth = locator.records_of(3), locator.records_of(4)
-    assert [record.ref() for record in third] == [a, b] and [record.ref() for record in fourth] == [c, d]
+    third, fourth = locator.origins_of(3), locator.origins_of(4)
+    assert [origin.ref() for origin in third] == [a, b] and [origin.ref() for origin in fourth] == [c, d]
     # NOTE: site_in, not site: under a mutation tool a trampoline frame sits between the recorder and needle
-    assert [record.site_in(two_iterations.__code__) for record in third + fourth] == [
+    assert [origin.site_in(two_iterations.__code__) for origin in third + fourth] == [
         (HERE, line_of(two_iterations, text)) for text in ("a = x * weight", "b = a + 1.0", "c = b * 2.0", "d = x + 1.0")
     ]
-    assert [record.iteration for record in third + fourth] == [3, 3, 4, 4]
-    assert [record.reads_weight for record in third + fourth] == [True, False, False, False]
-    assert [record.reads_earlier_graph for record in third + fourth] == [False, False, False, False]
-    assert [record.nbytes for record in third + fourth] == [8, 8, 8, 8]
+    assert [origin.iteration for origin in third + fourth] == [3, 3, 4, 4]
+    assert [origin.reads_weight for origin in third + fourth] == [True, False, False, False]
+    assert [origin.reads_earlier_graph for origin in third + fourth] == [False, False, False, False]
+    assert [origin.nbytes for origin in third + fourth] == [8, 8, 8, 8]
     caller = sys._getframe().f_code
-    assert third[0].site_in(caller) == (HERE, line_of(test_each_new_node_is_recorded_with_its_iteration_line_and_what_it_read,
+    assert third[0].site_in(caller) == (HERE, line_of(test_each_new_node_is_noted_with_its_iteration_line_and_what_it_read,
                                                       "a, b, c, d = two_iterations"))
     assert third[0].site_in(line_of.__code__) is None, "not running when the node was made"
-    assert locator.records_of(5) == []
+    assert locator.origins_of(5) == []
 
 
 def test_retained_nodes_and_the_values_carried_across_iterations(locator):
@@ -80,10 +79,10 @@ def test_a_node_reading_a_graph_made_before_recording_crosses_into_it(locator):
     earlier = x * 3.0
     locator.start(7)
     later = earlier + 1.0
-    (record,) = locator.records_of(7)
-    assert record.reads_earlier_graph
+    (origin,) = locator.origins_of(7)
+    assert origin.reads_earlier_graph
     alive = locator.alive()
-    assert locator.crossings(alive, 8) == [(later, record, earlier, None)]
+    assert locator.crossings(alive, 8) == [(later, origin, earlier, None)]
     assert locator.crossings(alive, 7) == [], "not yet outlived a whole iteration"
 
 
@@ -94,9 +93,9 @@ def test_nodes_that_a_backward_makes_have_no_iteration(locator):
     y.backward(create_graph=True)
     gradient_graph = x.grad
     assert gradient_graph.op is not None, "create_graph: the gradient is a graph node"
-    assert locator.records_of(1) == [] and locator.alive() == [] and not locator.any_retained(2)
+    assert locator.origins_of(1) == [] and locator.alive() == [] and not locator.any_retained(2)
     forward = x + 1.0
-    assert [record.ref() for record in locator.records_of(1)] == [forward]
+    assert [origin.ref() for origin in locator.origins_of(1)] == [forward]
 
 
 def test_stop_forgets_and_records_nothing_more(locator):
@@ -104,14 +103,14 @@ def test_stop_forgets_and_records_nothing_more(locator):
     locator.start(1)
     kept = x + 1.0
     locator.stop()
-    assert not locator.active and locator.records_of(1) == []
+    assert not locator.active and locator.origins_of(1) == []
     after = x + 2.0
-    assert locator.records_of(1) == [] and locator.alive() == []
+    assert locator.origins_of(1) == [] and locator.alive() == []
     locator.stop()  # twice is harmless
     locator.start(2)
     locator.start(2)  # a restart does not record twice
     again = x + 3.0
-    assert [record.ref() for record in locator.records_of(2)] == [again]
+    assert [origin.ref() for origin in locator.origins_of(2)] == [again]
     del kept, after
 
 
@@ -143,12 +142,6 @@ class Plain:
         self.loss = loss
 
 
-# NOTE: under mutmut (tools/mutate.py) the trampoline that calls the mutated function keeps its
-# arguments in a list of its own, which the walk then finds as the holder; the monitor-level holder
-# tests (test_holder_chain.py) cover the walk there.
-under_mutation = pytest.mark.skipif("MUTANT_UNDER_TEST" in os.environ, reason="a mutation run's trampoline holds the arguments")
-
-
 def holder(*nodes):
     """What the locator finds above ``nodes`` (the list passed is its own, never the answer)."""
     listed = list(nodes)
@@ -159,7 +152,6 @@ def graph():
     return ndl.Tensor(np.ones(2, dtype="float32"), requires_grad=True) * 2.0
 
 
-@under_mutation
 def test_the_nearest_container_and_the_path_from_its_element_to_the_tensor():
     node = graph()
     log = [node]
@@ -182,14 +174,12 @@ def test_the_nearest_container_and_the_path_from_its_element_to_the_tensor():
     assert holder(inner[0][1]) == (inner[0], inner[0][1], ())
 
 
-@under_mutation
 def test_the_first_node_with_a_holder_is_the_one_named():
     loose, held = graph(), graph()
     log = [held]
     assert holder(loose, held) == (log, held, ())
 
 
-@under_mutation
 def test_no_container_is_found_past_the_walks_depth_or_for_a_named_attribute():
     deep = [((((graph(),),),),)]
     assert holder(deep[0][0][0][0][0]) == (None, None, ())

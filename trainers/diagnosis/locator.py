@@ -193,6 +193,12 @@ def _holder_of(node, own):
                 return True
         return False
 
+    def in_framework_frames_only(container):
+        holders = referrers_of(container)
+        return bool(holders) and all(
+            isinstance(r, types.FrameType) and is_framework_file(r.f_code.co_filename) for r in holders
+        )
+
     def nameable(container, depth=HOLDER_DEPTH):
         # NOTE: a value of a named dict is named by a subscript (``hist["train"]["loss"]``)
         if not is_element(container):
@@ -213,6 +219,8 @@ def _holder_of(node, own):
                 seen.add(id(referrer))
                 pair = None
                 if isinstance(referrer, _CONTAINER_TYPES):
+                    if not isinstance(referrer, dict) and in_framework_frames_only(referrer):
+                        continue  # a call's own argument list (a tool's wrapper): nobody the user can name
                     if isinstance(referrer, dict) and _is_namespace(referrer):
                         owner = _owner_of_dict(referrer)
                         if owner is not None:  # an object's attribute: go on to the object

@@ -1,4 +1,5 @@
 """Where in the user's code something happened: the first stack frame outside needle and trainers."""
+import importlib.util
 import os
 import sys
 
@@ -6,10 +7,25 @@ import needle
 
 from .source import line_of
 
+
+
+def _package_dir(name):
+    """The folder of an installed package, found without importing it; None if it is not installed."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    return os.path.abspath(locations[0]) + os.sep if locations else None
+
+
+# NOTE: a mutation tool's trampoline (mutmut) runs between needle's callers and the mutated
+# function; its frames are no more the user's than needle's are, so tools measure what users see.
+_TOOL_DIRS = tuple(folder for folder in map(_package_dir, ("mutmut",)) if folder is not None)
 _FRAMEWORK_DIRS = (
     os.path.dirname(os.path.abspath(needle.__file__)) + os.sep,
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # trainers/, above diagnosis/
-)
+) + _TOOL_DIRS
 
 
 def is_framework_file(filename):
