@@ -181,6 +181,12 @@ def _holder_of(node, own):
     holds it; a dict that is a value of a named dict is named by a subscript.
     """
     scratch = {id(own)} | {id(mine) for mine in own}  # the walk's own lists and pairs, never holders
+    # NOTE: a running frame is an object the collector sees only once something has asked for it;
+    # asking for every frame of the stack now lets a running call's own lists (a tool's wrapper
+    # keeping its arguments) be told from the user's, by the frame that holds them.
+    frame = sys._getframe(1)
+    while frame is not None:
+        frame = frame.f_back
 
     def referrers_of(value):
         found = gc.get_referrers(value)
@@ -220,7 +226,7 @@ def _holder_of(node, own):
                 pair = None
                 if isinstance(referrer, _CONTAINER_TYPES):
                     if not isinstance(referrer, dict) and in_framework_frames_only(referrer):
-                        continue  # a call's own argument list (a tool's wrapper): nobody the user can name
+                        continue  # a running call's own list (a tool's wrapper's arguments): nobody the user can name
                     if isinstance(referrer, dict) and _is_namespace(referrer):
                         owner = _owner_of_dict(referrer)
                         if owner is not None:  # an object's attribute: go on to the object
