@@ -181,12 +181,7 @@ def _holder_of(node, own):
     holds it; a dict that is a value of a named dict is named by a subscript.
     """
     scratch = {id(own)} | {id(mine) for mine in own}  # the walk's own lists and pairs, never holders
-    # NOTE: a running frame is an object the collector sees only once something has asked for it;
-    # asking for every frame of the stack now lets a running call's own lists (a tool's wrapper
-    # keeping its arguments) be told from the user's, by the frame that holds them.
-    frame = sys._getframe(1)
-    while frame is not None:
-        frame = frame.f_back
+    scratch.update(_framework_locals(sys._getframe(1)))
 
     def referrers_of(value):
         found = gc.get_referrers(value)
@@ -198,12 +193,6 @@ def _holder_of(node, own):
             if isinstance(r, (list, tuple, set, collections.deque)) or (isinstance(r, dict) and not _is_namespace(r)):
                 return True
         return False
-
-    def in_framework_frames_only(container):
-        holders = referrers_of(container)
-        return bool(holders) and all(
-            isinstance(r, types.FrameType) and is_framework_file(r.f_code.co_filename) for r in holders
-        )
 
     def nameable(container, depth=HOLDER_DEPTH):
         # NOTE: a value of a named dict is named by a subscript (``hist["train"]["loss"]``)
@@ -225,8 +214,6 @@ def _holder_of(node, own):
                 seen.add(id(referrer))
                 pair = None
                 if isinstance(referrer, _CONTAINER_TYPES):
-                    if not isinstance(referrer, dict) and in_framework_frames_only(referrer):
-                        continue  # a running call's own list (a tool's wrapper's arguments): nobody the user can name
                     if isinstance(referrer, dict) and _is_namespace(referrer):
                         owner = _owner_of_dict(referrer)
                         if owner is not None:  # an object's attribute: go on to the object
@@ -257,6 +244,22 @@ def _holder_of(node, own):
         if not level:
             break
     return fallback
+
+
+def _framework_locals(frame):
+    """Ids of the containers the running framework frames inside the user's code hold as locals
+    (and of their locals' dicts): the diagnosis's own arguments and scratch, or a tool's wrapper's
+    (mutmut keeps a call's arguments in a list), never a holder the user can name."""
+    ids = set()
+    while frame is not None and is_framework_file(frame.f_code.co_filename):
+        local_values = frame.f_locals
+        ids.add(id(local_values))
+        ids.update(id(value) for value in local_values.values() if isinstance(value, _FRAMEWORK_SCRATCH_TYPES))
+        frame = frame.f_back
+    return ids
+
+
+_FRAMEWORK_SCRATCH_TYPES = (list, tuple, set, dict, collections.deque)
 
 
 def _step_into(container, value):
