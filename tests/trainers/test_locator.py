@@ -188,3 +188,72 @@ def test_no_container_is_found_past_the_walks_depth_or_for_a_named_attribute():
     kept = Plain(graph())
     assert holder(kept.loss) == (None, None, ()), "an attribute of a named object is no container"
     assert holder(graph()) == (None, None, ())
+
+
+def test_the_innermost_user_line_is_the_site_and_a_view_adds_no_bytes(locator):
+    x = ndl.Tensor(np.ones((2, 2), dtype="float32"), requires_grad=True)
+    locator.start(1)
+    doubled = x * 2.0
+    flat = doubled.reshape((4,))  # a view of doubled's buffer
+    made = locator.origins_of(1)
+    assert [origin.ref() for origin in made] == [doubled, flat]
+    here = test_the_innermost_user_line_is_the_site_and_a_view_adds_no_bytes
+    assert made[0].site == (HERE, line_of(here, "doubled = x * 2.0")), "the first frame outside needle, not needle's"
+    assert made[1].site == (HERE, line_of(here, "flat = doubled.reshape"))
+    assert made[0].stack[0][1:] == made[0].site, "the stack starts at the user's line"
+    assert [origin.nbytes for origin in made] == [16, 0], "a view shares its buffer: it keeps no bytes of its own"
+
+
+def test_a_deep_call_stack_is_noted_to_a_bounded_depth(locator):
+    def nested(depth):
+        return nested(depth - 1) if depth else ndl.Tensor(np.ones(2, dtype="float32"), requires_grad=True) * 2.0
+
+    locator.start(1)
+    node = nested(30)
+    (origin,) = locator.origins_of(1)
+    assert origin.ref() is node
+    assert len(origin.stack) == 12, "the innermost 12 user frames"
+    assert all(entry[0] is nested.__code__ for entry in origin.stack), "the innermost frames: the recursion's"
+
+
+def test_an_object_whose_attribute_dict_exists_is_walked_as_without_it():
+    # NOTE: CPython keeps attributes inline until ``__dict__`` is asked for; then the walk meets
+    # the dict first, and must go on to the object that owns it.
+    objects = [Plain(graph())]
+    assert objects[0].__dict__ is vars(objects[0])
+    assert holder(objects[0].loss) == (objects, objects[0].loss, (("attr", "loss", None),))
+    records = [Record(1, graph())]
+    vars(records[0])
+    assert holder(records[0].loss) == (records, records[0].loss, (("attr", "loss", 1),))
+    kept = Plain(graph())
+    vars(kept)
+    assert holder(kept.loss) == (None, None, ()), "an attribute of a named object is no container"
+    chained = [Plain(Plain(graph()))]
+    vars(chained[0])
+    vars(chained[0].loss)
+    assert holder(chained[0].loss.loss) == (
+        chained, chained[0].loss.loss, (("attr", "loss", None), ("attr", "loss", None))
+    )
+
+
+def nested_dicts(levels):
+    """``{"k<levels-1>": ... {"k0": {"loss": graph}}}`` and its innermost dict."""
+    innermost = outer = {"loss": graph()}
+    for level in range(levels):
+        outer = {f"k{level}": outer}
+    return outer, innermost
+
+
+def test_nested_dicts_are_named_by_subscripts_down_to_the_walks_depth():
+    outer, innermost = nested_dicts(4)
+    assert holder(innermost["loss"]) == (innermost, innermost["loss"], (("key", "loss"),)), "named by subscripts"
+    outer, innermost = nested_dicts(5)
+    assert holder(innermost["loss"]) == (
+        outer["k4"]["k3"]["k2"]["k1"], innermost["loss"], (("key", "k0"), ("key", "loss"))
+    ), "past four subscripts, the dict the walk reached"
+    outer, innermost = nested_dicts(2)
+    log = [outer]
+    assert holder(innermost["loss"]) == (log, innermost["loss"], (("key", "k1"), ("key", "k0"), ("key", "loss")))
+    outer, innermost = nested_dicts(3)
+    log = [outer]
+    assert holder(innermost["loss"]) == (innermost, innermost["loss"], (("key", "loss"),)), "the log is past the walk"

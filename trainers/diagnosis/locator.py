@@ -226,9 +226,6 @@ def _holder_of(node, own):
                         if not isinstance(referrer, dict) or nameable(referrer):
                             return referrer, step
                         fallback = fallback or (referrer, step)
-                        if isinstance(referrer, list):  # an unnamed list inside another: its index is spelled
-                            index = next((i for i, item in enumerate(referrer) if item is value), None)
-                            step = (("index", index),) + path
                         pair = [referrer, step]
                 elif isinstance(referrer, tuple):
                     index = next((i for i, item in enumerate(referrer) if item is value), None)
