@@ -251,3 +251,14 @@ def test_a_log_of_nested_dicts_is_found_within_the_walks_depth():
     outer, innermost = nested_dicts(3)
     log = [outer]
     assert holder(innermost["loss"]) == (innermost, innermost["loss"], (("key", "loss"),)), "the log is past the walk"
+
+
+def test_a_fresh_or_stopped_locator_has_nothing_to_answer():
+    fresh = LeakLocator()
+    assert not fresh.active
+    assert fresh.origins_of(0) == [] and fresh.alive() == [] and not fresh.any_retained(0)
+    fresh.start(1)
+    node = ndl.Tensor(np.ones(2, dtype="float32"), requires_grad=True) * 2.0
+    assert [origin.ref() for origin in fresh.origins_of(1)] == [node]
+    fresh.stop()
+    assert not fresh.active and fresh.origins_of(1) == [] and fresh.alive() == []
