@@ -124,3 +124,40 @@ def test_a_growth_report_names_the_iteration_and_the_live_nodes_then():
     reported = next(i for i in sorted(records) if f"(iteration {i}, " in message)
     assert f"(iteration {reported}, {records[reported].live_nodes} graph nodes alive)" in message
     assert (leaks[0].filename, leaks[0].lineno) == (patterns.__file__, patterns.site("curve"))
+
+
+def test_a_wasted_forward_is_emitted_with_its_sites_finding_key():
+    import wasted_loops
+
+    emitted = []
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with MemoryMonitor(warn="always") as monitor:
+            monitor.diagnosis.emit = lambda *warning: emitted.append(warning)
+            wasted_loops.training_accuracy(monitor, 20)
+    site = (wasted_loops.__file__, wasted_loops.site("train_accuracy"))
+    assert emitted and all(w[1] is NoGradWarning and w[3] == site for w in emitted)
+    assert emitted[0][2] == Finding(MISSING_NO_GRAD, site).key
+    assert "with needle.no_grad():" in emitted[0][0]
+
+
+def evaluation_keeping_its_loss(monitor, iterations):
+    model, _, loss_fn = patterns.classifier()
+    total = 0.0
+    for x, y in patterns.data(iterations):
+        loss = loss_fn(model(x), y)  # line: kept_loss
+        total += float(loss.numpy())
+        monitor.step()
+
+
+def test_kept_losses_dropped_by_the_next_step_are_an_evaluation():
+    from test_diagnosis_states import StateTrace
+
+    monitor = StateTrace().run(evaluation_keeping_its_loss, 8)
+    entered, _ = monitor.entered("awaiting_backward")
+    assert monitor.left("awaiting_backward") == entered + 1  # the loss was replaced: dropped
+    assert (entered + 1, NoGradWarning) in monitor.arrivals
+    assert monitor.last_finding.kind == "missing_no_grad"
+    with open(__file__) as handle:
+        line = next(n for n, text in enumerate(handle, 1) if text.rstrip().endswith("# line: kept_loss"))
+    assert monitor.last_finding.site == (__file__, line)
