@@ -161,3 +161,32 @@ def test_kept_losses_dropped_by_the_next_step_are_an_evaluation():
     with open(__file__) as handle:
         line = next(n for n, text in enumerate(handle, 1) if text.rstrip().endswith("# line: kept_loss"))
     assert monitor.last_finding.site == (__file__, line)
+
+
+def test_a_growth_is_found_when_the_next_iterations_nodes_outlive_one_more_step():
+    from test_diagnosis_states import StateTrace
+
+    for loop in [lambda m, n: patterns.curve_every(m, n, every=1), patterns.kept_for_confusion_matrix]:
+        monitor = StateTrace().run(loop, 30)
+        entered, _ = monitor.entered("locating_growth")
+        # noting starts with iteration entered + 1; its nodes are still alive at the end of entered + 2
+        assert monitor.left("locating_growth") == entered + 2
+        assert (entered + 2, GraphLeakWarning) in monitor.arrivals
+
+
+def test_a_growth_search_waits_for_its_cadence_between_eight_and_sixteen_iterations():
+    from trainers.diagnosis.evidence import GROWTH
+    from trainers.diagnosis.machine import LocatingGrowth
+
+    deadlines = [LocatingGrowth(Suspicion(GROWTH, 0, nodes=4, every=every), 100).deadline for every in [1, 8, 12, 16, 17, 40]]
+    assert deadlines == [110, 110, 114, 118, 118, 118]
+
+
+def test_an_adding_line_is_awaited_one_iteration_plus_its_cadence_between_one_and_sixteen():
+    from trainers.diagnosis.evidence import CONTAINER, GROWTH
+    from trainers.diagnosis.machine import AwaitingAddingLine
+
+    finding = Finding(CONTAINER, None)
+    deadlines = [AwaitingAddingLine(Suspicion(GROWTH, 0), finding, 100, cadence).deadline
+                 for cadence in [0.2, 1, 1.6, 16, 17, 40]]
+    assert deadlines == [102, 102, 103, 117, 117, 117]
