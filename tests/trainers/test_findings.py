@@ -3,8 +3,14 @@ report reads (kind, lines, container name, holders, tuple state, scalar, the ret
 import types
 import warnings
 
+import numpy as np
+import pytest
+
+import needle as ndl
+from needle import nn, optim
+
 import patterns
-from patterns import BATCH, CLASSES, HIDDEN, START
+from patterns import BATCH, CLASSES, FEATURES, HIDDEN, START
 from trainers import MemoryMonitor
 from trainers.diagnosis import findings
 from trainers.diagnosis.findings import is_scalar, user_frames
@@ -22,7 +28,8 @@ def boxed_losses(monitor, iterations, start=START):
     chain = None
     for i, (x, y) in enumerate(patterns.data(iterations)):
         opt.reset_grad()
-        loss = loss_fn(model(x), y)  # line: boxed_loss
+        logits = model(x)
+        loss = loss_fn(logits, y)  # line: boxed_loss
         loss.backward()
         opt.step()
         if i >= start:
@@ -106,7 +113,7 @@ def test_a_state_kept_on_the_model_is_named_by_the_line_assigning_it():
 def test_an_accumulated_scalar_is_an_accumulation_at_its_line():
     finding, _ = finding_of(patterns.progress_sum_every, every=1)
     assert finding.kind == "accumulation" and finding.site == at("progress_sum")
-    assert finding.scalar and finding.holders == ()
+    assert finding.scalar and finding.holders == () and not finding.state_is_tuple
     assert START <= finding.iteration < 40
 
 
@@ -147,3 +154,65 @@ def test_is_scalar_is_one_element_and_false_without_a_shape():
 
     assert is_scalar(ndl.Tensor([[3.0]])) and not is_scalar(ndl.Tensor([1.0, 2.0]))
     assert is_scalar(object()) is False
+
+
+class TwoOutputCell(nn.Module):
+    """Returns (output, state) made on one line: the state is told from the output by its op or shape."""
+
+    def __init__(self, same_op):
+        super().__init__()
+        self.ih, self.hh = nn.Linear(FEATURES, HIDDEN), nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.out = nn.Linear(HIDDEN, HIDDEN if not same_op else CLASSES)
+        self.second = ndl.ops.tanh if same_op else ndl.ops.relu
+
+    def forward(self, x, h):
+        mixed = self.ih(x) + self.hh(h)
+        return self.second(self.out(mixed)), ndl.ops.tanh(mixed)
+
+
+def two_output_state(monitor, iterations, same_op):
+    previous = None  # an alias of the state, first among the loop's locals
+    np.random.seed(0)
+    cell = TwoOutputCell(same_op)
+    opt = optim.SGD(cell.parameters(), lr=0.01)
+    h = ndl.Tensor(np.zeros((BATCH, HIDDEN), dtype="float32"))
+    for i, (x, y) in enumerate(patterns.data(iterations)):
+        if i < START:
+            h = h.detach()
+        out, h = cell(x, h)  # line: two_outputs
+        previous = h
+        loss = (out * out).sum()
+        opt.reset_grad()
+        loss.backward()
+        opt.step()
+        monitor.step()
+    return previous
+
+
+@pytest.mark.parametrize("same_op", [True, False])
+def test_of_two_values_made_on_one_line_the_carried_one_is_the_state(same_op):
+    finding, _ = finding_of(two_output_state, same_op=same_op)
+    assert finding.kind == "carried_state"
+    assert finding.site == (__file__, line("two_outputs"))
+    assert finding.holders == ("h",)  # not `out` (another op or shape), not the alias `previous`
+    assert not finding.state_is_tuple
+
+
+def forward(model, x):
+    return model(x)
+
+
+def evaluation_on_two_lines(monitor, iterations, helper=False):
+    model, _, _ = patterns.classifier()
+    probe = nn.Parameter(ndl.Tensor(np.ones((FEATURES, 1), dtype="float32")))
+    for x, _ in patterns.data(iterations):
+        (x @ probe).numpy()  # one node reading a weight
+        (forward(model, x) if helper else model(x)).numpy()  # line: most_nodes
+        monitor.step()
+
+
+@pytest.mark.parametrize("helper", [False, True])
+def test_an_evaluation_is_named_at_the_loop_line_making_most_nodes(helper):
+    finding, _ = finding_of(evaluation_on_two_lines, helper=helper)
+    assert finding.kind == "missing_no_grad"
+    assert finding.site == (__file__, line("most_nodes"))  # in the loop, not inside the helper
