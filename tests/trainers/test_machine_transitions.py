@@ -114,7 +114,7 @@ def test_a_chain_no_backward_uses_reports_its_own_growth_per_iteration():
     records = {r.iteration: r for r in monitor.history}
     assert (records[1].live_nodes, records[5].live_nodes) == (4, 12)
     per_iteration = (records[5].live_bytes - records[1].live_bytes) // 4  # 12 B in float32, 24 B in float64
-    assert per_iteration == records[1].live_bytes // 2
+    assert per_iteration in (12, 24)
     assert message.startswith(f"graph leak: each iteration keeps about 2 graph nodes ({per_iteration} B) more alive "
                               "that no backward() has used (iteration 5, 12 graph nodes alive)")
 
