@@ -3,6 +3,8 @@ import linecache
 import sys
 import types
 
+import pytest
+
 from trainers.diagnosis.sites import describe_site, notebook_cell
 from trainers.monitor.message_wrap import wrap_message
 
@@ -57,3 +59,27 @@ def test_a_site_without_a_source_line_is_its_file_and_line_alone(tmp_path):
     assert describe_site((str(script), 1)) == f"{script}:1: x = 1"
     assert describe_site((str(script), 2)) == f"{script}:2"
     assert describe_site((str(script), 40)) == f"{script}:40"
+
+
+def test_an_installed_packages_folder_is_found_without_importing_it():
+    import json
+    import os
+
+    from trainers.diagnosis.sites import _package_dir
+
+    assert _package_dir("json") == os.path.dirname(os.path.abspath(json.__file__)) + os.sep
+    assert _package_dir("os") is None, "a plain module has no folder of its own"
+    assert _package_dir("no_such_package_here") is None
+    assert _package_dir("") is None, "an empty name is refused by importlib: no folder"
+
+
+def test_a_mutation_tools_frames_are_not_the_users():
+    import os
+
+    from trainers.diagnosis.sites import _package_dir, is_framework_file
+
+    folder = _package_dir("mutmut")
+    if folder is None:
+        pytest.skip("mutmut is not installed (the mutation extra)")
+    assert is_framework_file(os.path.join(folder, "mutation", "trampoline.py"))
+    assert not is_framework_file(os.path.join(os.path.dirname(folder.rstrip(os.sep)), "mutmut_notes.py"))
