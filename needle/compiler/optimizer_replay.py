@@ -8,9 +8,6 @@ call the device kernels' update with the hyper-parameters read from the optimize
 kernel that ``step()`` calls, so results stay bitwise equal. Anything replaced (a loaded
 state dict, a new momentum, a parameter given no gradient) makes that call a full ``opt.step()``.
 """
-import math
-
-from ..backend_ndarray.kernels import AdamScalars
 from .flat_buffers import flat_state, same_layout
 
 
@@ -157,14 +154,7 @@ def _adam_path(opt, unchanged, groups, raw):
         for param, first, second in owned:
             if firsts.get(param) is not first or seconds.get(param) is not second:
                 return False
-        opt.t += 1
-        lr, beta1, beta2 = float(opt.lr), float(opt.beta1), float(opt.beta2)
-        eps, weight_decay = float(opt.eps), float(opt.weight_decay)
-        hyper = AdamScalars(
-            beta1, beta2, eps, weight_decay,
-            step_size=lr / (1 - beta1**opt.t),
-            inverse_sqrt_c2=1 / math.sqrt(1 - beta2**opt.t),
-        )
+        hyper = opt._next_step_scalars()
         for kernels, device_updates in updates:
             kernels.adam_steps(device_updates, hyper, scratch)
         return True

@@ -83,16 +83,23 @@ class Adam(Optimizer):
     def _load_extra_state(self, state_dict):
         self.t = int(state_dict["t"])
 
-    def step(self) -> None:
-        gradients = self._gradients()
+    def _next_step_scalars(self) -> AdamScalars:
+        """Count one more step (``t``) and give the kernels its scalars, bias corrections included.
+
+        Read anew at every step, so a changed ``lr`` or beta takes effect (``ndl.compile``'s replay calls it too).
+        """
         self.t += 1
         lr, beta1, beta2 = float(self.lr), float(self.beta1), float(self.beta2)
         eps, weight_decay = float(self.eps), float(self.weight_decay)
-        hyper = AdamScalars(
+        return AdamScalars(
             beta1, beta2, eps, weight_decay,
             step_size=lr / (1 - beta1**self.t),
             inverse_sqrt_c2=1 / math.sqrt(1 - beta2**self.t),
         )
+
+    def step(self) -> None:
+        gradients = self._gradients()
+        hyper = self._next_step_scalars()
         firsts, seconds = self.m, self.v
         updates = {}  # kernels of a device -> that device's updates
         for param, weight, gradient, kernels in gradients:
