@@ -275,6 +275,23 @@ class Op:
             grads = self.gradient_as_tuple(out_grad_value, node)
         return tuple(None if g is None else g.realize_cached_data() for g in grads)
 
+    def constant_input_gradients(self, out_grad, node):
+        """Adjoints for the inputs that need none but get one from the course's ``backward()``.
+
+        A data batch or a detached weight gets its ``.grad`` there; ``gradient_data`` may skip
+        them. One entry per input: an array, a deferred gradient (computed when read; product
+        ops defer theirs, see :mod:`needle.deferred`), or None. The default runs ``gradient``
+        under ``no_grad``.
+        """
+        from .deferred import DeferredGradient
+
+        out_grad_value = (TensorTuple if isinstance(out_grad, tuple) else Tensor).make_const(out_grad)
+        with no_grad():
+            grads = self.gradient_as_tuple(out_grad_value, node)
+        return tuple(
+            None if g is None else g if g.__class__ is DeferredGradient else g.realize_cached_data() for g in grads
+        )
+
 
 class SavedArrays:
     """Arrays an op keeps for its backward pass: their buffers are held while this object lives."""
@@ -351,6 +368,11 @@ def _compute(op, inputs):
         raise type(error)(message) from error
 
 
+# id(output) -> weak reference to the GradientGraphs of a backward() from that output, while both
+# live: a dying output hands its graph's recipe over (see needle.gradient_graph)
+GRAPH_KEEPERS = {}
+
+
 # ---- values ---------------------------------------------------------------------------------
 class Value:
     """A node in the computational graph: an array and, unless it is a leaf, how it was made."""
@@ -390,6 +412,10 @@ class Value:
         try:
             TENSOR_COUNTER -= 1
             if self.op is not None:
+                if GRAPH_KEEPERS:
+                    keeper = GRAPH_KEEPERS.pop(id(self), None)
+                    if keeper is not None and keeper() is not None:
+                        keeper().keep_recipe(self)
                 _NODES_FREED += 1
                 spent = self._spent
                 if spent:

@@ -22,6 +22,7 @@ import operator
 from functools import reduce
 
 from .backend_ndarray import NDArray
+from .backend_selection import integer_gradients
 
 
 def find_topo_sort(node_list, prune_constants=False):
@@ -97,21 +98,120 @@ def _node_dtype(node):
     return data.raw.dtype if data.__class__ is NDArray else None
 
 
-def compute_gradient_of_variables(output_tensor, out_grad):
+def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     """Store in ``.grad`` of every node of the graph the gradient of ``output_tensor``.
 
     The course's semantics: every node is visited, constants included, so a data batch or a
-    detached weight gets its ``.grad`` too. Gradients are Tensor graphs themselves, so the
-    gradient of a gradient can be taken. A constant's gradient through a product (the data
-    batch of the first layer) is a :class:`~needle.deferred.DeferredGradient`, computed only
-    when it is read. Returns the nodes traversed, in topological order.
+    detached weight gets its ``.grad`` too, and a leaf that requires grad gets a gradient that
+    can be differentiated again. The gradients are computed as arrays; each such leaf's
+    ``.grad`` is a :class:`~needle.gradient_graph.GradientGraph` node, which builds the
+    gradient's graph only if a later backward() goes through it (while ``output_tensor`` lives,
+    or as long as the gradient does with ``keep_graph``), and a constant's gradient
+    through a product (the data batch of the first layer) is a
+    :class:`~needle.deferred.DeferredGradient`, computed only when it is read. Other nodes
+    get their gradient's value, detached. No ``.grad`` changes unless the whole pass succeeds.
+    Returns the nodes traversed, in topological order.
     """
+    from . import autograd
     from .deferred import DeferredGradient  # imported here: it builds on Tensor, which imports this module
+    from .gradient_graph import GradientGraphs, gradient_tensor
 
     order = find_topo_sort([output_tensor])
     check_graph_unchanged(order)
+    if autograd.LAZY_MODE or _has_tuple_leaf(order):
+        _assign_course_gradients(order, gradient_graphs(output_tensor, out_grad, order))
+        return order
+    Tensor = autograd.Tensor
+    leaves = [node for node in order if node.op is None and node.requires_grad]
+    graphs = GradientGraphs(output_tensor, out_grad, leaves, keep_graph)
+    grads_by_node = {output_tensor: out_grad.realize_cached_data()}
+    item_grads_by_tuple = {}
+    assigned = []  # (node, .grad): written once the whole pass has succeeded
+    pop, get = grads_by_node.pop, grads_by_node.get
+    for node in reversed(order):
+        grad = pop(node, None)
+        if item_grads_by_tuple and node in item_grads_by_tuple:
+            grad = _with_item_grads(node, grad, item_grads_by_tuple.pop(node), as_tensors=False)
+        if grad is None:
+            continue  # no gradient reaches it: an op defines none for it (labels)
+        data = node.cached_data
+        if data.__class__ is NDArray:
+            dtype = data.raw.dtype
+            if grad.dtype != dtype:
+                if dtype.kind != "f":
+                    continue  # an integer or bool value: no gradient is defined
+                grad = _array_of(grad).astype(dtype)
+        op = node.op
+        if op is None:
+            if node.requires_grad:
+                assigned.append((node, gradient_tensor(graphs, node, grad)))
+            else:
+                assigned.append((node, grad if grad.__class__ is DeferredGradient else Tensor.make_const(grad)))
+            continue
+        assigned.append((node, _detached(grad)))
+        inputs = node.inputs
+        if hasattr(op, "item_gradient"):  # one item of a tuple: kept sparse until the tuple's turn
+            index, item_grad = op.item_gradient(grad, node)
+            item_grads_by_tuple.setdefault(inputs[0], {}).setdefault(index, []).append(item_grad)
+            continue
+        input_grads = op.gradient_data(grad, node)
+        constant_grads = None
+        for position, x in enumerate(inputs):
+            input_grad = input_grads[position]
+            if input_grad is None:
+                if x.requires_grad or not _takes_constant_gradient(x):
+                    continue
+                if constant_grads is None:
+                    constant_grads = op.constant_input_gradients(grad, node)
+                input_grad = constant_grads[position]
+                if input_grad is None:
+                    continue
+            previous = get(x)
+            grads_by_node[x] = input_grad if previous is None else _add_grads(_array_of(previous), _array_of(input_grad))
+    for node, grad in assigned:
+        node.grad = grad
+    return order
+
+
+def _array_of(grad):
+    """An array gradient as it is; a deferred one computed (it is about to be summed or cast)."""
+    return grad.realize_cached_data() if hasattr(grad, "realize_cached_data") else grad
+
+
+def _detached(grad):
+    """An inner node's gradient array as a constant Tensor (or TensorTuple)."""
+    from .autograd import Tensor, TensorTuple
+
+    return Tensor.make_const(grad) if grad.__class__ is NDArray else TensorTuple.make_const(grad)
+
+
+def _takes_constant_gradient(value):
+    """Whether the course's backward() gives the constant ``value`` a gradient: a leaf array of floats
+    (or, under ``NEEDLE_BACKEND=np``, of integers, as the course's numpy backend does)."""
+    if value.op is not None:
+        return False
+    data = value.cached_data
+    if data.__class__ is not NDArray:
+        return False
+    dtype = data.raw.dtype
+    return dtype.kind == "f" or integer_gradients(dtype)
+
+
+def _has_tuple_leaf(order):
+    return any(node.op is None and node.requires_grad and node.cached_data.__class__ is not NDArray for node in order)
+
+
+def gradient_graphs(output_tensor, out_grad, order):
+    """The gradient of ``output_tensor`` seeded with the Tensor ``out_grad``, as Tensor graphs.
+
+    ``order``: the nodes to differentiate, in topological order (from :func:`find_topo_sort`).
+    Returns ``{node: gradient}`` for each node a gradient reaches, cast to the node's dtype;
+    assigns no ``.grad``. What :class:`~needle.gradient_graph.GradientGraph` builds, and what
+    lazy mode's backward() keeps.
+    """
     grads_by_node = {output_tensor: [out_grad]}
     item_grads_by_tuple = {}  # a TensorTuple -> {item index: [gradients]}, made dense once
+    result = {}
     for node in reversed(order):
         grads = grads_by_node.pop(node, None)
         if item_grads_by_tuple and node in item_grads_by_tuple:
@@ -126,18 +226,9 @@ def compute_gradient_of_variables(output_tensor, out_grad):
             from .ops.ops_mathematic import astype
 
             grad = astype(grad, dtype)
-        if node.op is None and node.requires_grad:
-            node.grad = grad  # a leaf keeps the graph: its gradient can be differentiated
-            continue
-        # NOTE: other nodes keep their gradient's value, detached. An inner node's gradient
-        # graph refers to the nodes that use it, so keeping it would make a reference cycle
-        # that only the garbage collector could free; a constant (a data batch, a detached
-        # weight) that outlives the step would keep this step's graphs alive through it.
+        result[node] = grad
         if node.op is None:
-            # a constant: a deferred gradient is already a plain leaf, computed when read
-            node.grad = grad if grad.__class__ is DeferredGradient else grad.detach()
             continue
-        node.grad = grad.detach()
         if hasattr(node.op, "item_gradient"):  # one item of a tuple: kept sparse until the tuple's turn
             index, item_grad = node.op.item_gradient(grad, node)
             item_grads_by_tuple.setdefault(node.inputs[0], {}).setdefault(index, []).append(item_grad)
@@ -145,7 +236,27 @@ def compute_gradient_of_variables(output_tensor, out_grad):
         for x, input_grad in zip(node.inputs, node.op.gradient_as_tuple(grad, node)):
             if input_grad is not None:
                 grads_by_node.setdefault(x, []).append(input_grad)
-    return order
+    return result
+
+
+def _assign_course_gradients(order, grads):
+    """Give every node of ``order`` its gradient from ``grads``, as lazy mode's backward() does."""
+    from .deferred import DeferredGradient
+
+    for node in order:
+        grad = grads.get(node)
+        if grad is None:
+            continue
+        if node.op is None and node.requires_grad:
+            node.grad = grad  # a leaf keeps the graph: its gradient can be differentiated
+        elif node.op is None and grad.__class__ is DeferredGradient:
+            node.grad = grad  # a constant's deferred gradient is already a plain leaf, computed when read
+        else:
+            # NOTE: other nodes keep their gradient's value, detached. An inner node's gradient
+            # graph refers to the nodes that use it, so keeping it would make a reference cycle
+            # that only the garbage collector could free; a constant (a data batch, a detached
+            # weight) that outlives the step would keep this step's graphs alive through it.
+            node.grad = grad.detach()
 
 
 def _with_item_grads(node, grads, item_grads, as_tensors):

@@ -145,7 +145,11 @@ def deferred_product(op, first, second, shape) -> DeferredGradient:
     ``op`` is a product op (``MatMul`` with its transpose flags); ``first`` and ``second`` are
     Values whose arrays are taken now; the result is summed down to ``shape`` if it was broadcast.
     """
-    a, b = first.realize_cached_data(), second.realize_cached_data()
+    return deferred_array_product(op, first.realize_cached_data(), second.realize_cached_data(), shape)
+
+
+def deferred_array_product(op, a, b, shape) -> DeferredGradient:
+    """:func:`deferred_product` of the NDArrays ``a`` and ``b``."""
     dtype = numpy.result_type(a.raw.dtype, b.raw.dtype)
     return DeferredGradient.of(_product_summed_to, (a, b), shape, dtype, extra=(op, tuple(shape)))
 

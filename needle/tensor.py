@@ -270,17 +270,21 @@ class Tensor(Value):
         return Tensor(self, device=device, requires_grad=self.requires_grad)
 
     # ---- differentiation ------------------------------------------------------------------
-    def backward(self, out_grad: Tensor | None = None, create_graph: bool = True) -> None:
+    def backward(self, out_grad: Tensor | None = None, create_graph: bool | None = None) -> None:
         """Compute gradients of this tensor with respect to every tensor it depends on.
 
         Args:
             out_grad: the gradient flowing in, of this tensor's shape. Omitted, it is all ones,
                 as in the course, also for a tensor of many elements (PyTorch raises there):
                 ``y.backward()`` then gives the gradient of ``y.sum()``.
-            create_graph: True (the course's default) builds the gradients as Tensor graphs,
-                so gradients of gradients work, and every node of the graph gets its ``.grad``,
-                constants included (a data batch, a detached weight). False runs the fast
-                path: plain arrays, only leaves that require grad get ``.grad``, no graph is kept.
+            create_graph: None (the course's default): every node of the graph gets its
+                ``.grad``, constants included (a data batch, a detached weight), and a leaf's
+                gradient can be differentiated again while this tensor is alive (its graph is
+                built then, see :mod:`needle.gradient_graph`). True: the same, and the gradients
+                keep the graph alive themselves, as PyTorch's ``create_graph=True`` (each leaf
+                and its gradient then refer to each other until the garbage collector frees
+                them). False: the fast path: only leaves that require grad get ``.grad``, plain
+                arrays, no graph is kept.
 
         Each ``.grad`` has its tensor's dtype; integer and bool tensors (labels) get none, except
         under ``NEEDLE_BACKEND=np``, where an integer tensor's backward() gives its integer inputs
@@ -292,8 +296,8 @@ class Tensor(Value):
             >>> import needle as ndl
             >>> x = ndl.Tensor([1.0, 2.0, 3.0])
             >>> (x * x).backward()  # seeded with ones: the gradient of (x * x).sum()
-            >>> x.grad  # a graph itself (op=...), so that it can be differentiated again
-            needle.Tensor([2. 4. 6.], op=EWiseAdd)
+            >>> x.grad  # a graph node itself, so that it can be differentiated again
+            needle.Tensor([2. 4. 6.], op=GradientGraph)
         """
         if not self.requires_grad:
             raise RuntimeError(
@@ -317,9 +321,10 @@ class Tensor(Value):
             )
             if out_grad_data.shape != data.shape:
                 raise ValueError(f"out_grad has shape {out_grad_data.shape}, the tensor has shape {data.shape}")
-        if create_graph:
+        if create_graph is not False:
             grad = out_grad if isinstance(out_grad, Tensor) else Tensor.make_const(out_grad_data)
-            autograd.run_backward(self, lambda: compute_gradient_of_variables(self, grad))
+            keep_graph = create_graph is True
+            autograd.run_backward(self, lambda: compute_gradient_of_variables(self, grad, keep_graph))
         else:
             autograd.run_backward(self, lambda: compute_gradient_data(self, out_grad_data, Tensor.make_const))
 

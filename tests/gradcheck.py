@@ -3,8 +3,10 @@
 ``check_gradients(fn, inputs, device)`` evaluates ``fn`` on Tensors made from the numpy arrays
 ``inputs``, contracts the output with a fixed random weight ``w`` (so every output element
 matters), and compares the gradients that ``backward`` stores in each input's ``.grad`` with
-central differences of ``sum(fn(inputs) * w)``. Both backward paths are checked:
-``create_graph=True`` (gradients as graphs) and ``create_graph=False`` (plain arrays).
+central differences of ``sum(fn(inputs) * w)``. Three paths are checked: both ``backward()``
+calls, ``create_graph=True`` and ``create_graph=False`` (both from the ops' ``gradient_data``),
+and ``"graph"``: the gradient graph that the course's ``.grad`` stands for, built by the ops'
+``gradient`` (what a gradient of a gradient differentiates).
 """
 import numpy as np
 
@@ -45,20 +47,22 @@ def numerical_gradients(fn, arrays, device, eps=1e-6):
 
 
 def analytic_gradients(fn, arrays, device, create_graph):
-    """The ``.grad`` of each input after ``fn(*inputs).backward(w, create_graph=...)``."""
+    """The ``.grad`` of each input after ``fn(*inputs).backward(w, create_graph=...)``; with
+    ``create_graph="graph"``, the value of the gradient graph each ``.grad`` stands for."""
     tensors, out = _evaluate(fn, arrays, device, requires_grad=True)
     weight = ndl.Tensor(_weight_like(out.shape), device=device, dtype="float64", requires_grad=False)
-    out.backward(weight, create_graph=create_graph)
+    out.backward(weight, create_graph=create_graph is not False)
     grads = []
     for i, tensor in enumerate(tensors):
-        if tensor.grad is None:
+        grad = tensor.grad
+        if grad is None:
             grads.append(None)  # the output does not depend on this input
             continue
-        assert tensor.grad.shape == tensor.shape, (
-            f"input {i}: gradient shape {tensor.grad.shape} != input shape {tensor.shape}"
-        )
-        assert tensor.grad.dtype == np.float64, f"input {i}: gradient dtype {tensor.grad.dtype}, expected float64"
-        grads.append(tensor.grad.numpy())
+        if create_graph == "graph":
+            grad = grad.op.graphs.of(tensor)  # built from the ops' gradient()
+        assert grad.shape == tensor.shape, f"input {i}: gradient shape {grad.shape} != input shape {tensor.shape}"
+        assert grad.dtype == np.float64, f"input {i}: gradient dtype {grad.dtype}, expected float64"
+        grads.append(grad.numpy())
     return grads
 
 
@@ -73,7 +77,7 @@ def check_gradients(fn, arrays, device, rtol=1e-5, atol=1e-6, eps=1e-6):
         AssertionError naming the input, the backward path and the largest difference.
     """
     expected = numerical_gradients(fn, arrays, device, eps=eps)
-    for create_graph in (True, False):
+    for create_graph in (True, False, "graph"):
         actual = analytic_gradients(fn, arrays, device, create_graph)
         for i, (got, want) in enumerate(zip(actual, expected)):
             if got is None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
 from ..backend_ndarray.kernels import SoftmaxCrossEntropySaved
-from ..deferred import deferred_product, is_deferrable
+from ..deferred import deferred_array_product, deferred_product, is_deferrable
 from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
 from .ops_shape import MatMul, broadcast_to, reshape, sum_to_shape, summation
@@ -54,6 +54,16 @@ class LinearOp(TensorOp):
         else:
             grad_bias = reshape(summation(grad_flat, axes=(0,)), bias.shape)
         return grad_x, grad_weight, grad_bias
+
+    def constant_input_gradients(self, out_grad, node):
+        inputs = node.inputs
+        x = inputs[0]
+        if is_deferrable(x) and all(y.requires_grad for y in inputs[1:]):
+            # the first layer's data batch: computed when read
+            weight = inputs[1].cached_data
+            grad_x = deferred_array_product(MatMul(False, True), out_grad, weight, x.shape)
+            return (grad_x,) + (None,) * (len(inputs) - 1)
+        return super().constant_input_gradients(out_grad, node)
 
     def gradient_data(self, out_grad, node):
         # NOTE: on the device's raw arrays, as compute is: this runs for every layer of every

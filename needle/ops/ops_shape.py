@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Sequence
 from ..autograd import TensorOp
 from .. import backend_ndarray as array_api
 from ..backend_ndarray import NDArray
-from ..deferred import deferred_product, is_deferrable
+from ..deferred import deferred_array_product, deferred_product, is_deferrable
 from ._shapes import as_axes, as_shape, normalize_axes, unbroadcast, unbroadcast_data
 
 if TYPE_CHECKING:
@@ -189,29 +189,47 @@ class MatMul(TensorOp):
                 f"{b.shape[:-2]} must be equal or broadcastable (size 1 or missing)"
             ) from error
 
-    def gradient(self, out_grad, node):
-        # NOTE: with C = A' @ B' (A' = A or A^T, B' likewise), dA' = G B'^T and dB' = A'^T G;
-        # a transposed operand takes the transpose of its adjoint, written as a flagged product.
-        a, b = node.inputs
+    def _adjoint_products(self):
+        """For each operand, the flagged product giving its adjoint and which of (a, b, out_grad) it multiplies.
+
+        With C = A' @ B' (A' = A or A^T, B' likewise), dA' = G B'^T and dB' = A'^T G; a
+        transposed operand takes the transpose of its adjoint, written as a flagged product.
+        """
         transpose_a, transpose_b = self.transpose_a, self.transpose_b
         if transpose_a:
-            product_a, operands_a = MatMul(transpose_b, True), (b, out_grad)
+            for_a = MatMul(transpose_b, True), (1, 2)
         else:
-            product_a, operands_a = MatMul(False, not transpose_b), (out_grad, b)
+            for_a = MatMul(False, not transpose_b), (2, 1)
         if transpose_b:
-            product_b, operands_b = MatMul(True, transpose_a), (out_grad, a)
+            for_b = MatMul(True, transpose_a), (2, 0)
         else:
-            product_b, operands_b = MatMul(not transpose_a, False), (a, out_grad)
-        # NOTE: a constant operand (a data batch) gets its .grad deferred: computed when read.
-        if is_deferrable(a):
-            grad_a = deferred_product(product_a, *operands_a, a.shape)
-        else:
-            grad_a = unbroadcast(product_a(*operands_a), a.shape)
-        if is_deferrable(b):
-            grad_b = deferred_product(product_b, *operands_b, b.shape)
-        else:
-            grad_b = unbroadcast(product_b(*operands_b), b.shape)
-        return grad_a, grad_b
+            for_b = MatMul(not transpose_a, False), (0, 2)
+        return for_a, for_b
+
+    def gradient(self, out_grad, node):
+        a, b = node.inputs
+        values = (a, b, out_grad)
+        grads = []
+        for operand, (product, (first, second)) in zip((a, b), self._adjoint_products()):
+            # NOTE: a constant operand (a data batch) gets its .grad deferred: computed when read.
+            if is_deferrable(operand):
+                grads.append(deferred_product(product, values[first], values[second], operand.shape))
+            else:
+                grads.append(unbroadcast(product(values[first], values[second]), operand.shape))
+        return tuple(grads)
+
+    def constant_input_gradients(self, out_grad, node):
+        a, b = node.inputs
+        if not (is_deferrable(a) or is_deferrable(b)):
+            return super().constant_input_gradients(out_grad, node)
+        arrays = (a.cached_data, b.cached_data, out_grad)
+        grads = []
+        for operand, (product, (first, second)) in zip((a, b), self._adjoint_products()):
+            deferrable = is_deferrable(operand)
+            grads.append(
+                deferred_array_product(product, arrays[first], arrays[second], operand.shape) if deferrable else None
+            )
+        return tuple(grads)
 
     def gradient_data(self, out_grad, node):
         a, b = node.inputs

@@ -20,10 +20,17 @@ class ExpWithWrongGradient(ops.Exp):
 
 
 class ExpWithWrongFastGradient(ops.Exp):
-    """exp, right on the graph path but wrong on the fast array path."""
+    """exp, right on the graph path but wrong on the array path that both backward() calls take."""
 
     def gradient_data(self, out_grad, node):
         return (out_grad * node.cached_data * 0.9,)
+
+
+class ExpWithWrongGraphGradient(ops.Exp):
+    """exp, right on the array path but wrong in the gradient graph (what second order differentiates)."""
+
+    def gradient(self, out_grad, node):
+        return out_grad * ops.exp(node.inputs[0]) * 1.1
 
 
 def test_checker_accepts_the_right_gradient(device):
@@ -35,9 +42,14 @@ def test_checker_catches_a_wrong_gradient(device):
         check_gradients(lambda x: ExpWithWrongGradient()(x), [X], device)
 
 
-def test_checker_catches_a_wrong_fast_path_gradient(device):
-    with pytest.raises(AssertionError, match=r"create_graph=False\) differs from central differences"):
+def test_checker_catches_a_wrong_array_path_gradient(device):
+    with pytest.raises(AssertionError, match=r"create_graph=True\) differs from central differences"):
         check_gradients(lambda x: ExpWithWrongFastGradient()(x), [X], device)
+
+
+def test_checker_catches_a_wrong_gradient_graph(device):
+    with pytest.raises(AssertionError, match=r"create_graph=graph\) differs from central differences"):
+        check_gradients(lambda x: ExpWithWrongGraphGradient()(x), [X], device)
 
 
 def test_checker_catches_a_missing_gradient(device):

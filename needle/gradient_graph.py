@@ -1,0 +1,212 @@
+"""A leaf's ``.grad`` after the course's ``backward()``: its value now, its graph when it is differentiated.
+
+The course's ``loss.backward()`` gives a leaf that requires grad a gradient that is a graph
+itself, so that ``x.grad`` can be differentiated again (the course's gradient-of-gradient check,
+Hessian-vector products). Building that graph costs a Tensor node per gradient op on every
+training step, for a graph almost no loop differentiates. So ``backward()`` computes the
+gradients as arrays, and each such leaf's ``.grad`` is one :class:`GradientTensor` node: it
+holds the value, its inputs are the leaves it depends on, and the gradient graph the course's
+backward would have built is made only when a later ``backward()`` goes through it.
+
+What keeps the graph: the gradients refer to the forward graph only weakly, so a leaf and its
+``.grad`` form no reference cycle, and a loop that rebinds its weights (``W = Tensor(W.numpy()
+- lr * W.grad.numpy())``) frees each step's graph at once. If the tensor ``backward()`` was
+called on is freed while a gradient still lives (``f(x).backward()`` inline), the gradients
+keep a copy of the graph's recipe (ops and arrays, the leaves weakly), made as it goes, so a
+gradient can still be differentiated. A loop that clears its gradients before the next forward
+pass (``opt.reset_grad()``) never pays for that copy. ``backward(create_graph=True)`` keeps the
+graph itself alive through the gradients, as PyTorch's does.
+
+Example:
+    >>> import needle as ndl
+    >>> x = ndl.Tensor([3.0])
+    >>> y = x * x * x
+    >>> y.backward()
+    >>> type(x.grad.op).__name__, x.grad.numpy().tolist()  # 3 x^2
+    ('GradientGraph', [27.0])
+    >>> x.grad.backward()  # d(3 x^2)/dx = 6 x
+    >>> x.grad.numpy().tolist()
+    [18.0]
+"""
+from __future__ import annotations
+
+import weakref
+
+from . import autograd, live_buffers
+from .backend_ndarray import NDArray
+from .graph_observers import THREAD
+from .grad_mode import enable_grad
+
+
+class GradientGraphs:
+    """The gradient graphs of one ``backward()``, built once, on first need, for all its leaves.
+
+    ``keep_graph``: hold the forward graph (through the output) for as long as a gradient lives.
+    Otherwise the output is held weakly; when it is freed first, :meth:`keep_recipe` takes
+    the graph's recipe (see :class:`GraphRecipe`).
+    """
+
+    __slots__ = ("_output", "_output_ref", "out_grad", "_leaf_refs", "_by_leaf", "_recipe", "__weakref__")
+
+    def __init__(self, output, out_grad, leaves, keep_graph):
+        self._output = output if keep_graph else None
+        self._output_ref = weakref.ref(output)
+        self.out_grad = out_grad  # a Tensor: the seed, a graph itself when it requires grad
+        self._leaf_refs = tuple(weakref.ref(leaf) for leaf in leaves)
+        self._by_leaf = None
+        self._recipe = None
+        if not keep_graph:
+            autograd.GRAPH_KEEPERS[id(output)] = weakref.ref(self)
+
+    def __del__(self):
+        try:
+            output = self._output_ref()
+            if output is not None:
+                autograd.GRAPH_KEEPERS.pop(id(output), None)
+        except (AttributeError, TypeError):
+            pass  # never initialised, or interpreter shutdown
+
+    def keep_recipe(self, output):
+        """Called by the dying ``output`` (``Value.__del__``): keep what building the graphs needs."""
+        if self._by_leaf is None:
+            self._recipe = GraphRecipe(output)
+
+    def depends_on(self):
+        """The values the gradients depend on: the graph's leaves that require grad, and a seed
+        that does."""
+        leaves = tuple(leaf for leaf in (ref() for ref in self._leaf_refs) if leaf is not None)  # a freed one gets none
+        return leaves + (self.out_grad,) if self.out_grad.requires_grad else leaves
+
+    def of(self, leaf):
+        """The gradient graph of the output with respect to ``leaf`` (built on the first call)."""
+        if self._by_leaf is None:
+            from .backward import find_topo_sort, gradient_graphs
+
+            output = self._output_ref()
+            if output is None:
+                output = self._recipe.rebuild()
+                self._recipe = None
+            order = find_topo_sort([output], prune_constants=True)
+            self._by_leaf = gradient_graphs(output, self.out_grad, order)
+        return self._by_leaf[leaf]
+
+
+class GraphRecipe:
+    """A forward graph as ops and arrays, its leaves that require grad held weakly: what
+    rebuilding it for a gradient graph needs, without the reference cycle that keeping the
+    nodes would make (leaf -> .grad -> graph -> leaf). Holds its arrays' buffers (live bytes)."""
+
+    __slots__ = ("steps", "_tokens")
+
+    def __init__(self, output):
+        from .backward import find_topo_sort
+
+        order = find_topo_sort([output], prune_constants=True)
+        position = {node: index for index, node in enumerate(order)}
+        steps, arrays = [], []
+        for node in order:
+            if node.op is None:
+                steps.append((None, weakref.ref(node), node.cached_data, node.__class__))
+            else:
+                inputs = tuple(position[x] if x in position else x for x in node.inputs)  # constants as they are
+                steps.append((node.op, inputs, node.cached_data, node.__class__, node._computed_at))
+            arrays.append(node.cached_data)
+        self.steps = steps
+        self._tokens = [live_buffers.hold_all(a) if isinstance(a, tuple) else live_buffers.hold(a) for a in arrays]
+
+    def __del__(self):
+        try:
+            for token in self._tokens:
+                live_buffers.release(token)
+        except (AttributeError, TypeError):
+            pass
+
+    def rebuild(self):
+        """Fresh nodes with the recorded ops and arrays over the live leaves; returns the output."""
+        nodes = []
+        for step in self.steps:
+            if step[0] is None:
+                _, leaf_ref, data, cls = step
+                leaf = leaf_ref()
+                nodes.append(leaf if leaf is not None else cls.make_const(data, requires_grad=True))
+                continue
+            op, inputs, data, cls, computed_at = step
+            node = cls.__new__(cls)
+            autograd._fill(node, op, [nodes[x] if x.__class__ is int else x for x in inputs], data, True)
+            node._spent = None
+            node._computed_at = node._data_set_at = computed_at  # stale inputs are still caught
+            nodes.append(node)
+        return nodes[-1]
+
+
+class GradientGraph(autograd.TensorOp):
+    """``d output / d leaf`` as one node; differentiated through the gradient graph it stands for."""
+
+    def __init__(self, graphs: GradientGraphs, leaf):
+        self.graphs = graphs
+        self.leaf_ref = weakref.ref(leaf)
+
+    def _graph(self):
+        leaf = self.leaf_ref()
+        if leaf is None:
+            return self.graphs.of(None)  # raises: the graph went with the leaf
+        return self.graphs.of(leaf)
+
+    def compute(self, *depends_on):
+        return _building(lambda: self._graph().realize_cached_data())
+
+    def gradient(self, out_grad, node):
+        return _building(lambda: _vector_jacobian_product(self._graph(), out_grad, node.inputs))
+
+    def gradient_data(self, out_grad, node):
+        def arrays():
+            adjoint = autograd.Tensor.make_const(out_grad)
+            grads = _vector_jacobian_product(self._graph(), adjoint, node.inputs)
+            return tuple(None if g is None else g.realize_cached_data() for g in grads)
+
+        return _building(arrays)
+
+
+class GradientTensor(autograd.Tensor):
+    """A leaf's gradient from the course's ``backward()``: ``inputs`` are read from its
+    :class:`GradientGraphs`, so that it refers to no leaf itself."""
+
+    __slots__ = ()
+
+    @property
+    def inputs(self):
+        return self.op.graphs.depends_on()
+
+    @inputs.setter
+    def inputs(self, value):
+        pass  # made with no inputs of its own (see gradient_tensor)
+
+
+def gradient_tensor(graphs: GradientGraphs, leaf, value: NDArray):
+    """The ``.grad`` of ``leaf``: a node holding ``value``, differentiable through ``graphs``."""
+    node = GradientTensor.__new__(GradientTensor)
+    autograd._fill(node, GradientGraph(graphs, leaf), (), value, True)
+    node._spent = None  # made by a backward(): neither spent nor wasted
+    for observer in THREAD.observers:
+        observer.node_made(node)
+    return node
+
+
+def _vector_jacobian_product(gradient, adjoint, wrt):
+    """For each value of ``wrt``, the gradient graph of ``sum(adjoint * gradient)`` (None where none reaches)."""
+    from .backward import find_topo_sort, gradient_graphs
+
+    order = find_topo_sort([gradient], prune_constants=True)
+    grads = gradient_graphs(gradient, adjoint, order)
+    return tuple(grads.get(x) for x in wrt)
+
+
+def _building(build):
+    """Run ``build`` with gradients enabled, its nodes marked as a backward's (not forward graphs)."""
+    previous = THREAD.in_backward
+    THREAD.in_backward = True
+    try:
+        with enable_grad():
+            return build()
+    finally:
+        THREAD.in_backward = previous
