@@ -22,7 +22,7 @@ import weakref
 
 import numpy
 
-from . import autograd, live_buffers
+from . import autograd, live_buffers, spare_copies
 from .backend_ndarray import NDArray
 from .tensor import Tensor
 
@@ -48,7 +48,7 @@ def realized_count() -> int:
 class DeferredGradient(Tensor):
     """A constant's ``.grad`` whose array is computed from ``function(*arrays)`` when first needed."""
 
-    __slots__ = ("_recipe", "_known_shape", "_known_dtype", "_recipe_buffers")
+    __slots__ = ("_recipe", "_known_shape", "_known_dtype", "_recipe_buffers", "_copies")
     # NOTE: the arrays of the recipe are held in the live-bytes counters (``_recipe_buffers``)
     # until the value is computed or the gradient is freed: they are memory this gradient keeps.
 
@@ -64,6 +64,7 @@ class DeferredGradient(Tensor):
         value._known_shape = tuple(shape)
         value._known_dtype = numpy.dtype(dtype)
         value._recipe_buffers = live_buffers.hold_all(tuple(arrays))
+        value._copies = ()  # the weight copies keep_values_before_update gave it (spare_copies')
         _PENDING.add(value)
         return value
 
@@ -91,6 +92,9 @@ class DeferredGradient(Tensor):
     def _release_recipe_buffers(self):
         token, self._recipe_buffers = getattr(self, "_recipe_buffers", None), None
         live_buffers.release(token)
+        copies, self._copies = getattr(self, "_copies", ()), ()
+        for copy in copies:
+            spare_copies.give_back(copy)
 
     def __del__(self):
         self._release_recipe_buffers()
@@ -118,14 +122,16 @@ def keep_values_before_update(raw_arrays) -> None:
             _PENDING.discard(value)
             continue
         function, arrays, extra = recipe
-        kept, copied = [], False
+        kept, copies = [], []
         for array in arrays:
             raw = array.raw
             if id(raw) in targets or (raw.base is not None and id(raw.base) in targets):
-                array, copied = NDArray.wrap(raw.copy(), array.device), True
+                array = spare_copies.copy_of(array)
+                copies.append(array)
             kept.append(array)
-        if copied:
+        if copies:
             value._recipe = (function, tuple(kept), extra)
+            value._copies = tuple(copies)
             previous, value._recipe_buffers = value._recipe_buffers, live_buffers.hold_all(tuple(kept))
             live_buffers.release(previous)
             _PENDING.discard(value)

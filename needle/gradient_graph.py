@@ -37,6 +37,8 @@ from .backend_ndarray import NDArray
 from .graph_observers import THREAD
 from .grad_mode import enable_grad
 
+GRAPH_KEEPERS = autograd.GRAPH_KEEPERS
+
 
 class GradientGraphs:
     """The gradient graphs of one ``backward()``, built once, on first need, for all its leaves.
@@ -46,7 +48,7 @@ class GradientGraphs:
     the graph's recipe (see :class:`GraphRecipe`).
     """
 
-    __slots__ = ("_output", "_output_ref", "out_grad", "_leaf_refs", "_by_leaf", "_recipe", "__weakref__")
+    __slots__ = ("_output", "_output_ref", "out_grad", "_leaf_refs", "_by_leaf", "_recipe", "_retired", "__weakref__")
 
     def __init__(self, output, out_grad, leaves, keep_graph):
         self._output = output if keep_graph else None
@@ -55,16 +57,28 @@ class GradientGraphs:
         self._leaf_refs = tuple(weakref.ref(leaf) for leaf in leaves)
         self._by_leaf = None
         self._recipe = None
+        self._retired = False
         if not keep_graph:
-            autograd.GRAPH_KEEPERS[id(output)] = weakref.ref(self)
+            GRAPH_KEEPERS[id(output)] = weakref.ref(self)
 
     def __del__(self):
         try:
             output = self._output_ref()
             if output is not None:
-                autograd.GRAPH_KEEPERS.pop(id(output), None)
+                GRAPH_KEEPERS.pop(id(output), None)
         except (AttributeError, TypeError):
             pass  # never initialised, or interpreter shutdown
+
+    def retire(self):
+        """An optimizer is about to update leaves of this graph in place: its gradients can no
+        longer be differentiated (the graph would mix old and new values), and no recipe is kept."""
+        if self._retired:
+            return
+        self._retired = True
+        output = self._output_ref()
+        if output is not None:
+            GRAPH_KEEPERS.pop(id(output), None)
+        self._output = self._recipe = None
 
     def keep_recipe(self, output):
         """Called by the dying ``output`` (``Value.__del__``): keep what building the graphs needs."""
@@ -82,6 +96,12 @@ class GradientGraphs:
         if self._by_leaf is None:
             from .backward import find_topo_sort, gradient_graphs
 
+            if self._retired:
+                raise RuntimeError(
+                    "cannot differentiate this gradient: an optimizer step has updated the "
+                    "parameters of its graph in place since backward(), so the graph would mix old "
+                    "and new values. Differentiate gradients before opt.step()."
+                )
             output = self._output_ref()
             if output is None:
                 output = self._recipe.rebuild()
@@ -89,6 +109,15 @@ class GradientGraphs:
             order = find_topo_sort([output], prune_constants=True)
             self._by_leaf = gradient_graphs(output, self.out_grad, order)
         return self._by_leaf[leaf]
+
+
+def retire_graphs_of(gradients) -> None:
+    """Retire the gradient graphs behind ``gradients`` (the ``.grad`` of parameters an optimizer
+    is about to update in place; see :meth:`GradientGraphs.retire`)."""
+    for gradient in gradients:
+        op = gradient.op
+        if op.__class__ is GradientGraph:
+            op.graphs.retire()
 
 
 class GraphRecipe:

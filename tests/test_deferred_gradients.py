@@ -91,3 +91,29 @@ def test_the_fast_path_defers_nothing_and_gives_constants_no_grad(device):
     w = ndl.Tensor(np.ones((3, 1)), device=device)
     (batch @ w).sum().backward(create_graph=False)
     assert batch.grad is None and not isinstance(w.grad, deferred.DeferredGradient)
+
+
+def test_each_step_copies_the_weight_into_the_spare_the_last_step_gave_back(device):
+    from needle import spare_copies
+
+    spare_copies.clear()
+    rng = np.random.default_rng(4)
+    w = nn.Parameter(ndl.Tensor(rng.normal(size=(3, 4)), device=device))
+    opt = ndl.optim.SGD([w], lr=0.5)
+    buffers = []
+    for step in range(3):
+        batch = ndl.Tensor(rng.normal(size=(5, 3)), device=device, requires_grad=False)
+        opt.reset_grad()
+        (batch @ w).sum().backward()
+        expected = np.ones((5, 4)) @ w.numpy().T  # w before this step's update
+        opt.step()
+        (copy,) = batch.grad._copies
+        buffers.append(id(copy.raw))
+        del copy
+        if step < 2:
+            del batch  # its gradient (still pending) goes, and gives its copy back
+    assert buffers[1] == buffers[0] and buffers[2] == buffers[0], "the spare was not reused"
+    np.testing.assert_allclose(batch.grad.numpy(), expected, rtol=1e-6)  # the values of its own step
+    before = ndl.autograd.snapshot().live_bytes
+    spare_copies.clear()
+    assert before - ndl.autograd.snapshot().live_bytes == w.realize_cached_data().raw.nbytes, "the waiting spare is counted"

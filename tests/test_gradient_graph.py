@@ -91,7 +91,9 @@ def test_create_graph_true_keeps_the_graph_through_the_gradients_as_pytorch_does
     assert ndl.autograd.snapshot().live_nodes < before
 
 
-def test_a_loop_that_clears_gradients_before_the_next_forward_never_copies_a_recipe(device, monkeypatch):
+def test_a_training_step_never_copies_a_recipe(device, monkeypatch):
+    """A step function's ``loss`` dies at its return, while the parameters' gradients live on; the
+    optimizer step has retired their graphs (they would mix old and new weights), so nothing is copied."""
     made = []
     real_init = gradient_graph.GraphRecipe.__init__
 
@@ -105,14 +107,19 @@ def test_a_loop_that_clears_gradients_before_the_next_forward_never_copies_a_rec
     opt = ndl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     batch = ndl.Tensor(np.random.default_rng(1).normal(size=(6, 4)), device=device, requires_grad=False)
     labels = ndl.Tensor(np.array([0, 1, 2, 0, 1, 2]), device=device, dtype="int64")
-    for _ in range(5):
+
+    def step():
         opt.reset_grad()
         loss = nn.SoftmaxLoss()(model(batch), labels)
         loss.backward()
         opt.step()
+
+    for _ in range(5):
+        step()
     assert made == []
-    del loss  # the last step's gradients are still alive: now the recipe is taken
-    assert len(made) == 1
+    weight = model.modules[0].weight
+    with pytest.raises(RuntimeError, match=r"optimizer step has updated the parameters.*before opt.step\(\)"):
+        (weight.grad * 2.0).sum().backward()
 
 
 def test_a_recipe_counts_the_bytes_it_keeps_and_lets_them_go_with_the_gradient(device, no_garbage_collector):

@@ -17,6 +17,7 @@ from ..autograd import Tensor
 from .. import updated_parameters
 from ..backend_ndarray.kernels import Scratch
 from ..deferred import keep_values_before_update
+from ..gradient_graph import retire_graphs_of
 
 
 class Optimizer:
@@ -85,6 +86,7 @@ class Optimizer:
         # MemoryMonitor reports it as a leak with the detach() fix. PyTorch raises there instead.
         # a course backward()'s deferred gradients still read the weights as they are now
         keep_values_before_update([weight for _, weight, _, _ in found])
+        retire_graphs_of([param.grad for param, _, _, _ in found])  # their graphs are about to go stale
         return found
 
     # ---- state ------------------------------------------------------------------------------
