@@ -116,13 +116,13 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     from .deferred import DeferredGradient  # imported here: it builds on Tensor, which imports this module
     from .gradient_graph import GradientGraphs, gradient_tensor
 
-    order = find_topo_sort([output_tensor])
-    check_graph_unchanged(order)
-    if autograd.LAZY_MODE or _has_tuple_leaf(order):
+    order = _checked_nodes(output_tensor, prune_constants=False)
+    leaves = [node for node in order if node.op is None and node.requires_grad]
+    if autograd.LAZY_MODE or any(leaf.cached_data.__class__ is not NDArray for leaf in leaves):
+        # NOTE: lazy mode's nodes have no arrays yet, and a TensorTuple leaf's gradient is a
+        # tuple: both get the gradient graphs themselves, built now.
         _assign_course_gradients(order, gradient_graphs(output_tensor, out_grad, order))
         return order
-    Tensor = autograd.Tensor
-    leaves = [node for node in order if node.op is None and node.requires_grad]
     graphs = GradientGraphs(output_tensor, out_grad, leaves, keep_graph)
     grads_by_node = {output_tensor: out_grad.realize_cached_data()}
     item_grads_by_tuple = {}
@@ -146,7 +146,7 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
             if node.requires_grad:
                 assigned.append((node, gradient_tensor(graphs, node, grad)))
             else:
-                assigned.append((node, grad if grad.__class__ is DeferredGradient else Tensor.make_const(grad)))
+                assigned.append((node, grad if grad.__class__ is DeferredGradient else _detached(grad)))
             continue
         assigned.append((node, _detached(grad)))
         inputs = node.inputs
@@ -180,9 +180,11 @@ def _array_of(grad):
 
 def _detached(grad):
     """An inner node's gradient array as a constant Tensor (or TensorTuple)."""
-    from .autograd import Tensor, TensorTuple
+    from .autograd import Tensor, TensorTuple, _fill
 
-    return Tensor.make_const(grad) if grad.__class__ is NDArray else TensorTuple.make_const(grad)
+    value = Tensor.__new__(Tensor) if grad.__class__ is NDArray else TensorTuple.__new__(TensorTuple)
+    _fill(value, None, (), grad, False)
+    return value
 
 
 def _takes_constant_gradient(value):
@@ -195,10 +197,6 @@ def _takes_constant_gradient(value):
         return False
     dtype = data.raw.dtype
     return dtype.kind == "f" or integer_gradients(dtype)
-
-
-def _has_tuple_leaf(order):
-    return any(node.op is None and node.requires_grad and node.cached_data.__class__ is not NDArray for node in order)
 
 
 def gradient_graphs(output_tensor, out_grad, order):
@@ -278,7 +276,7 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     by ``make_leaf_grad``), inner nodes keep none, so nothing of the backward pass outlives it.
     Returns the nodes traversed.
     """
-    order = _checked_nodes_requiring_grad(output_tensor)
+    order = _checked_nodes(output_tensor, prune_constants=True)
     grads_by_node = {output_tensor: out_grad}
     item_grads_by_tuple = {}
     pop, get = grads_by_node.pop, grads_by_node.get
@@ -313,11 +311,11 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     return order
 
 
-def _checked_nodes_requiring_grad(root):
-    """``find_topo_sort([root], prune_constants=True)`` and ``check_graph_unchanged`` in one pass.
+def _checked_nodes(root, prune_constants):
+    """``find_topo_sort([root], prune_constants)`` and ``check_graph_unchanged`` in one pass.
 
-    The fast path's traversal: a leaf is placed at once (it has no inputs to wait for), and a
-    graph node's data clock is checked as it is entered, so the stale-graph error comes before
+    The backward passes' traversal: a leaf is placed at once (it has no inputs to wait for), and
+    a graph node's data clock is checked as it is entered, so the stale-graph error comes before
     any ``.grad`` is written.
     """
     order, visited = [], set()
@@ -341,7 +339,7 @@ def _checked_nodes_requiring_grad(root):
         for x in reversed(node.inputs):
             if x._data_set_at > computed_at:
                 stale = True
-            if x.requires_grad and x not in visited:
+            if (x.requires_grad or not prune_constants) and x not in visited:
                 push((x, False))
         if stale:
             check_graph_unchanged((node,))  # raises, naming the value that changed
