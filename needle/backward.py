@@ -112,13 +112,16 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     get their gradient's value, detached. No ``.grad`` changes unless the whole pass succeeds.
     Returns the nodes traversed, in topological order.
     """
-    from . import autograd
-    from .deferred import DeferredGradient  # imported here: it builds on Tensor, which imports this module
-    from .gradient_graph import GradientGraphs, gradient_tensor
+    autograd, DeferredGradient, GradientGraphs, gradient_tensor = _LATE.names or _LATE.load()
 
     order = _checked_nodes(output_tensor, prune_constants=False)
-    leaves = [node for node in order if node.op is None and node.requires_grad]
-    if autograd.LAZY_MODE or any(leaf.cached_data.__class__ is not NDArray for leaf in leaves):
+    leaves = []
+    arrays_only = True
+    for node in order:
+        if node.op is None and node.requires_grad:
+            leaves.append(node)
+            arrays_only = arrays_only and node.cached_data.__class__ is NDArray
+    if autograd.LAZY_MODE or not arrays_only:
         # NOTE: lazy mode's nodes have no arrays yet, and a TensorTuple leaf's gradient is a
         # tuple: both get the gradient graphs themselves, built now.
         _assign_course_gradients(order, gradient_graphs(output_tensor, out_grad, order))
@@ -137,7 +140,8 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
         data = node.cached_data
         if data.__class__ is NDArray:
             dtype = data.raw.dtype
-            if grad.dtype != dtype:
+            grad_dtype = grad.raw.dtype if grad.__class__ is NDArray else grad.dtype
+            if grad_dtype is not dtype and grad_dtype != dtype:
                 if dtype.kind != "f":
                     continue  # an integer or bool value: no gradient is defined
                 grad = _array_of(grad).astype(dtype)
@@ -180,11 +184,28 @@ def _array_of(grad):
 
 def _detached(grad):
     """An inner node's gradient array as a constant Tensor (or TensorTuple)."""
-    from .autograd import Tensor, TensorTuple, _fill
-
-    value = Tensor.__new__(Tensor) if grad.__class__ is NDArray else TensorTuple.__new__(TensorTuple)
-    _fill(value, None, (), grad, False)
+    autograd = _LATE.names[0]
+    cls = autograd.Tensor if grad.__class__ is NDArray else autograd.TensorTuple
+    value = cls.__new__(cls)
+    autograd._fill(value, None, (), grad, False)
     return value
+
+
+class _LATE:
+    """The modules the course path uses that build on Tensor (which imports this module):
+    imported at its first call, not per call (an import statement in a function costs a
+    look-up through the import system every time)."""
+
+    names = None
+
+    @classmethod
+    def load(cls):
+        from . import autograd
+        from .deferred import DeferredGradient
+        from .gradient_graph import GradientGraphs, gradient_tensor
+
+        cls.names = (autograd, DeferredGradient, GradientGraphs, gradient_tensor)
+        return cls.names
 
 
 def _takes_constant_gradient(value):

@@ -54,7 +54,7 @@ class GradientGraphs:
         self._output = output if keep_graph else None
         self._output_ref = weakref.ref(output)
         self.out_grad = out_grad  # a Tensor: the seed, a graph itself when it requires grad
-        self._leaf_refs = tuple(weakref.ref(leaf) for leaf in leaves)
+        self._leaf_refs = tuple(map(weakref.ref, leaves))
         self._by_leaf = None
         self._recipe = None
         self._retired = False

@@ -58,7 +58,7 @@ class LinearOp(TensorOp):
     def constant_input_gradients(self, out_grad, node):
         inputs = node.inputs
         x = inputs[0]
-        if is_deferrable(x) and all(y.requires_grad for y in inputs[1:]):
+        if is_deferrable(x) and inputs[1].requires_grad and (len(inputs) == 2 or inputs[2].requires_grad):
             # the first layer's data batch: computed when read
             weight = inputs[1].cached_data
             grad_x = deferred_array_product(MatMul(False, True), out_grad, weight, x.shape)
