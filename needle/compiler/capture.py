@@ -28,12 +28,12 @@ class Capture:
         self.slots = slots  # (owner, attribute, tensor, data, raw, reset): the state after capture
         self.outputs = outputs  # a template: Tensors replaced by ("output", buffer, device)
         self.last_result = last_result
+        self._expected = tuple((o, a, t, d, r) for o, a, t, d, r, reset in slots if not reset)
+        self._fresh = tuple((o, a, t) for o, a, t, d, r, reset in slots if reset)
 
     def ready(self):
         """Whether the state is still the one captured (else the call must capture again)."""
-        for owner, attribute, tensor, data, raw, reset in self.slots:
-            if reset:
-                continue
+        for owner, attribute, tensor, data, raw in self._expected:
             if getattr(owner, attribute, None) is not tensor:
                 return False
             if tensor is not None and (tensor.cached_data is not data or data.raw is not raw):
@@ -41,10 +41,12 @@ class Capture:
         return True
 
     def replay(self, args, kwargs):
-        for owner, attribute, tensor, data, raw, reset in self.slots:
-            if reset:
-                setattr(owner, attribute, tensor)  # as backward() does: .grad is this step's gradient
-        arrays = [_argument(args, kwargs, position).cached_data.raw for position in self.tensor_positions]
+        for owner, attribute, tensor in self._fresh:
+            setattr(owner, attribute, tensor)  # as backward() does: .grad is this step's gradient
+        if kwargs:
+            arrays = [_argument(args, kwargs, position).cached_data.raw for position in self.tensor_positions]
+        else:
+            arrays = [args[position].cached_data.raw for position in self.tensor_positions]
         self.plan.replay(arrays)
         return _rebuild(self.outputs)
 
