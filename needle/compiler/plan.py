@@ -11,6 +11,7 @@ import weakref
 import numpy
 
 from .deferred_results import PendingResult, deferrable_steps
+from .input_binding import InputBinding
 
 
 class ReplayMismatch(Exception):
@@ -74,21 +75,36 @@ class Plan:
                 state_touched = True
         for position in positions[cursor:]:
             runs.extend(_guard_check(g, undoable=not state_touched) for g in guard_steps[position])
-        self.runs = tuple(runs)
+        self.runs = runs
         self.steps_recorded = len(steps)
+        other_uses = (roots - set(observed)) | set(outputs) | {id(_root(t)) for _, t in writebacks}
+        for index in deferred:
+            other_uses |= steps[index].reads | steps[index].writes
+        for _, step in kept:
+            other_uses |= step.writes
+        owned = set(known) | set(private) | set(observed) | other_uses
+        self.bindings = [InputBinding.find(buffer, runs, other_uses, owned) for buffer in input_buffers]
 
     def __len__(self):
         return len(self.runs)
 
     def replay(self, input_arrays):
-        """Copy ``input_arrays`` into the input buffers and run every step but the deferred ones."""
+        """Copy ``input_arrays`` into the input buffers (or bind the steps to them, see
+        :mod:`needle.compiler.input_binding`) and run every step but the deferred ones."""
         if self._pending:
             self._settle()
         self._finished = not self.deferred_runs
-        copyto = numpy.copyto
-        for buffer, array in zip(self.input_buffers, input_arrays):
-            copyto(buffer, array)
-        for run in self.runs:
+        copyto, runs = numpy.copyto, self.runs
+        for buffer, array, binding in zip(self.input_buffers, input_arrays, self.bindings):
+            if binding is None:
+                copyto(buffer, array)
+            elif binding.accepts(array):
+                # NOTE: the calls keep the caller's array until the next replay binds its own.
+                binding.bind(runs, array)
+            else:
+                binding.bind(runs, buffer)
+                copyto(buffer, array)
+        for run in runs:
             run()
         for source, target in self.writebacks:
             copyto(target, source)
