@@ -11,6 +11,7 @@ import weakref
 import numpy
 
 from .deferred_results import PendingResult, deferrable_steps
+from .indexed_updates import merge_indexed_updates
 from .input_binding import InputBinding
 
 
@@ -62,6 +63,12 @@ class Plan:
         self.deferred_outputs = set().union(*(steps[index].writes for index in deferred)) & set(outputs)
         self._finished = True  # whether the last replay's deferred steps have run
         self._pending = []  # weak references to the last replay's pending results
+        uses = {}  # root id -> how many replayed steps use it
+        for step in [step for _, step in kept] + [steps[index] for index in deferred]:
+            for key in step.reads | step.writes:
+                uses[key] = uses.get(key, 0) + 1
+        outside = roots | set(outputs)
+        kept = merge_indexed_updates(kept, guard_steps, lambda key: uses.get(key, 0) != 3 or key in outside)
         # A failed guard can be undone (and the call run eagerly) while no step before it has
         # changed persistent state other than the state that writebacks restore.
         persistent = set(known) - {id(_root(t)) for _, t in writebacks} - {id(_root(b)) for b in input_buffers}
