@@ -156,6 +156,15 @@ def _needed(steps, roots, keep_effects):
 
 
 def _guard_check(guard, undoable):
+    array, value = guard.array, guard.value
+    if guard.convert is bool and type(value) is bool:
+
+        def check_truth():  # NOTE: the common guard (``if labels.max() >= classes:``), without Guard.holds's calls
+            if bool(array) is not value:
+                raise ReplayMismatch(guard, undoable)
+
+        return check_truth
+
     def check():
         if not guard.holds():
             raise ReplayMismatch(guard, undoable)

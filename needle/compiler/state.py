@@ -45,7 +45,8 @@ class StepState:
         views = self._views
         if last is not None:
             # NOTE: the common case, nothing reassigned since the last call, is one pass of identity checks.
-            if list(map(len, views)) == last[1] and all(map(operator.is_, itertools.chain.from_iterable(views), last[0])):
+            values = itertools.chain.from_iterable(views)
+            if list(map(len, views)) == last[1] and all(map(operator.is_, values, last[0])):
                 return last[2]
         values = [tuple(view) for view in views]
         key = tuple(tuple(v if type(v) in _SCALARS else id(v) for v in vs) for vs in values)
