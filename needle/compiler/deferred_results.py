@@ -63,7 +63,8 @@ def _arrays_only_steps_hold(steps):
     NOTE: an array that the capture made outside the traced arrays (needle's ``arange`` of row
     ids for a gather) is not among the plan's buffers, but when the steps' calls are its only
     holders nobody else can write it. Counted from CPython's reference counts: one reference
-    per place a call holds it, and the three this function adds (its table, the loop, the count).
+    per place a call holds it, beyond what the count reads for a probe array that only this
+    function's table holds (so the interpreter's own way of counting cancels out).
     """
     places, seen = {}, set()  # id -> [array, how many places in the calls hold it]
 
@@ -83,7 +84,13 @@ def _arrays_only_steps_hold(steps):
         if step.run.__class__ is functools.partial:
             visit(step.run.args)
             visit(step.run.keywords)
-    return {key for key, (array, count) in places.items() if sys.getrefcount(array) == count + 3}
+    places[_PROBE] = [numpy.empty(0), 0]  # held by the table alone: what the count reads for "nobody else"
+    counts = {key: sys.getrefcount(array) - count for key, (array, count) in places.items()}
+    nobody_else = counts.pop(_PROBE)
+    return {key for key, extra in counts.items() if extra == nobody_else}
+
+
+_PROBE = "probe"
 
 
 class PendingResult(Tensor):
