@@ -9,6 +9,7 @@ makes the call capture again instead of replaying stale buffers.
 """
 import numpy
 
+from .. import autograd
 from ..backend_ndarray import NDArray
 from ..tensor import Tensor
 from .errors import CaptureError
@@ -28,12 +29,12 @@ class Capture:
         self.slots = slots  # (owner, attribute, tensor, data, raw, reset): the state after capture
         self.outputs = outputs  # a template: Tensors replaced by ("output", buffer, device)
         self.last_result = last_result
+        self._expected = tuple((o, a, t, d, r) for o, a, t, d, r, reset in slots if not reset)
+        self._fresh = tuple((o, a, t) for o, a, t, d, r, reset in slots if reset)
 
     def ready(self):
         """Whether the state is still the one captured (else the call must capture again)."""
-        for owner, attribute, tensor, data, raw, reset in self.slots:
-            if reset:
-                continue
+        for owner, attribute, tensor, data, raw in self._expected:
             if getattr(owner, attribute, None) is not tensor:
                 return False
             if tensor is not None and (tensor.cached_data is not data or data.raw is not raw):
@@ -41,12 +42,18 @@ class Capture:
         return True
 
     def replay(self, args, kwargs):
-        for owner, attribute, tensor, data, raw, reset in self.slots:
-            if reset:
-                setattr(owner, attribute, tensor)  # as backward() does: .grad is this step's gradient
-        arrays = [_argument(args, kwargs, position).cached_data.raw for position in self.tensor_positions]
-        self.plan.replay(arrays)
-        return _rebuild(self.outputs)
+        for owner, attribute, tensor in self._fresh:
+            setattr(owner, attribute, tensor)  # as backward() does: .grad is this step's gradient
+        if kwargs:
+            arrays = [_argument(args, kwargs, position).cached_data.raw for position in self.tensor_positions]
+        else:
+            arrays = [args[position].cached_data.raw for position in self.tensor_positions]
+        plan = self.plan
+        plan.replay(arrays)
+        if autograd.LAZY_MODE:
+            plan.finish()  # NOTE: a lazy graph realizes its leaves by their ops; a pending result has none
+            return _rebuild(self.outputs)
+        return _rebuild(self.outputs, plan)
 
     def outputs_of(self, result):
         """An eager call's result in the form a replay returns (Tensors without a graph)."""
@@ -123,9 +130,11 @@ def capture_cpu(fn, args, kwargs, state):
         for owner, attribute in state.slots:
             _untrace(getattr(owner, attribute, None))
 
+    results = set()
+    outputs = _template(result, results)
+    del result  # the eager graph: what the plan's steps alone hold is known to be theirs
     observed = set()
-    outputs = _template(result, observed)
-    protected = set(observed)  # buffers the caller or the model can see besides the gradients
+    protected = set(results)  # buffers the caller or the model can see besides the gradients
     for owner, attribute in state.slots:
         tensor = getattr(owner, attribute, None)
         if attribute != "grad" and tensor is not None and isinstance(tensor.cached_data, NDArray):
@@ -157,7 +166,11 @@ def capture_cpu(fn, args, kwargs, state):
             observed.add(id(root(raw)))
         reset = attribute == "grad" and not reads_before  # a fresh gradient: backward() sets it every step
         slots.append((owner, attribute, tensor, data, raw, reset))
-    plan = Plan(recorder.steps, recorder.guards, input_buffers, observed, writebacks, set(recorder.known))
+    private = (set(recorder.produced) | {id(buffer) for buffer in input_buffers}) - observed
+    plan = Plan(
+        recorder.steps, recorder.guards, input_buffers, observed, writebacks, set(recorder.known), results, private
+    )
+    _mark_deferred(outputs, plan.deferred_outputs)
     return Capture(plan, tensor_positions, slots, outputs, _rebuild(outputs))
 
 
@@ -205,19 +218,35 @@ def _template(value, observed):
 
 
 class _Output:
-    __slots__ = ("buffer", "device")
+    __slots__ = ("buffer", "device", "deferred")
 
     def __init__(self, buffer, device):
         self.buffer, self.device = buffer, device
+        self.deferred = False  # whether a deferred step of the plan writes it
 
 
-def _rebuild(template):
+def _mark_deferred(template, deferred_roots):
     if template.__class__ is _Output:
+        template.deferred = id(root(template.buffer)) in deferred_roots
+    elif type(template) in (tuple, list):
+        for item in template:
+            _mark_deferred(item, deferred_roots)
+    elif type(template) is dict:
+        for item in template.values():
+            _mark_deferred(item, deferred_roots)
+
+
+def _rebuild(template, plan=None):
+    """The results a call returns: copies of the output buffers (pending results of ``plan``
+    for those its deferred steps write)."""
+    if template.__class__ is _Output:
+        if template.deferred and plan is not None:
+            return plan.pending(template.buffer, template.device)
         return Tensor.make_const(NDArray.wrap(template.buffer.copy(), template.device))
     if type(template) in (tuple, list):
-        return type(template)(_rebuild(item) for item in template)
+        return type(template)(_rebuild(item, plan) for item in template)
     if type(template) is dict:
-        return {key: _rebuild(item) for key, item in template.items()}
+        return {key: _rebuild(item, plan) for key, item in template.items()}
     return template
 
 

@@ -92,6 +92,7 @@ class CompiledFunction:
         self.replays = 0
         self._state = None
         self._plans = {}
+        self._last = None  # (fingerprint, gradient mode, argument keys, entry) of the last replay
         functools.update_wrapper(self, fn)
 
     def __get__(self, instance, owner):
@@ -109,16 +110,29 @@ class CompiledFunction:
         state = self._state
         if state is None:
             state = self._state = discover(self.fn, args, kwargs)
-        key = _signature(args, kwargs, state)
-        entry = self._plans.get(key)
-        if entry is not None and entry.ready():
-            try:
-                result = entry.replay(args, kwargs)
-            except ReplayMismatch as mismatch:
-                return self._after_mismatch(entry, mismatch, args, kwargs)
-            self.replays += 1
-            return result
-        return self._capture(args, kwargs)
+        fingerprint = state.fingerprint()
+        last = self._last
+        # NOTE: a call like the last one (the common case in a training loop) skips building and
+        # hashing its signature: the fingerprint is the same object while no attribute changed.
+        if (
+            last is not None and last[0] is fingerprint and last[1] == GRAD_MODE.enabled and not kwargs
+            and tuple(map(_argument_key, args)) == last[2]
+        ):
+            entry = last[3]
+        else:
+            key = _signature(args, kwargs, fingerprint)
+            entry = self._plans.get(key)
+            if entry is None:
+                return self._capture(args, kwargs)
+            self._last = (fingerprint, key[2], key[0], entry) if not kwargs else None
+        if not entry.ready():
+            return self._capture(args, kwargs)
+        try:
+            result = entry.replay(args, kwargs)
+        except ReplayMismatch as mismatch:
+            return self._after_mismatch(entry, mismatch, args, kwargs)
+        self.replays += 1
+        return result
 
     def _capture(self, args, kwargs):
         self._state = state = discover(self.fn, args, kwargs)
@@ -127,7 +141,8 @@ class CompiledFunction:
         else:
             entry = capture_cpu(self.fn, args, kwargs, state)
         self.captures += 1
-        self._plans[_signature(args, kwargs, state)] = entry
+        self._plans[_signature(args, kwargs, state.fingerprint())] = entry
+        self._last = None
         return entry.last_result
 
     def _after_mismatch(self, entry, mismatch, args, kwargs):
@@ -145,11 +160,11 @@ class CompiledFunction:
         return f"<ndl.compile of {getattr(self.fn, '__qualname__', self.fn)!r}: {len(self._plans)} plans>"
 
 
-def _signature(args, kwargs, state):
-    # NOTE: every call computes this, so the common case (Tensor arguments) is kept to attribute reads.
+def _signature(args, kwargs, fingerprint):
+    # NOTE: the common case (Tensor arguments) is kept to attribute reads.
     arguments = tuple(map(_argument_key, args))
     keywords = tuple((k, _argument_key(v)) for k, v in sorted(kwargs.items())) if kwargs else ()
-    return arguments, keywords, GRAD_MODE.enabled, state.fingerprint()
+    return arguments, keywords, GRAD_MODE.enabled, fingerprint
 
 
 def _argument_key(value):

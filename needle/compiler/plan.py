@@ -3,9 +3,16 @@
 A plan is the recorder's steps minus those whose results nobody observes, over buffers that
 were allocated once at capture. Replaying copies the new inputs into the input buffers and calls
 each step; a step is one in-place array call (``out=``), so a replay builds no graph node and
-dispatches no op.
+dispatches no op. The steps that only the results need wait until a result is read
+(:mod:`needle.compiler.deferred_results`).
 """
+import weakref
+
 import numpy
+
+from .deferred_results import PendingResult, deferrable_steps
+from .indexed_updates import merge_indexed_updates
+from .input_binding import InputBinding
 
 
 class ReplayMismatch(Exception):
@@ -24,13 +31,18 @@ class Plan:
         steps: the recorder's steps, in order.
         guards: ``(position, Guard)`` pairs from the recorder.
         input_buffers: the arrays the inputs are copied into, in argument order.
-        observed: ids of the root buffers a caller can see after a replay (outputs, state).
+        observed: ids of the root buffers a caller can see after a replay besides the results
+            (state, gradients).
         writebacks: ``(source, target)`` pairs copied at the end (state that the step replaced
             by a new array, copied back into the array the next replay reads).
         known: ids of persistent buffers (inputs, state).
+        outputs: ids of the root buffers of the results.
+        private: ids of the root buffers that only the plan writes; the steps that only the
+            results need, and read only these, run when a result is read
+            (:mod:`needle.compiler.deferred_results`).
     """
 
-    def __init__(self, steps, guards, input_buffers, observed, writebacks, known):
+    def __init__(self, steps, guards, input_buffers, observed, writebacks, known, outputs=(), private=()):
         self.input_buffers = input_buffers
         self.writebacks = writebacks
         for source, target in writebacks:
@@ -38,19 +50,25 @@ class Plan:
         guard_steps = {}
         for position, guard in guards:
             guard_steps.setdefault(position, []).append(guard)
-        live = set(observed) | {id(_root(source)) for source, _ in writebacks}
+        roots = set(observed) | {id(_root(source)) for source, _ in writebacks}
         for position, guard_list in guard_steps.items():
             for guard in guard_list:
-                live.add(id(_root(guard.array)))
-        kept = []
-        for index in range(len(steps) - 1, -1, -1):
-            step = steps[index]
-            if step.effect or step.writes & live:
-                live |= step.reads
-                live |= step.writes
-                kept.append((index, step))
-        kept.reverse()
-        self.dropped = len(steps) - len(kept)
+                roots.add(id(_root(guard.array)))
+        core = _needed(steps, roots, keep_effects=True)
+        wanted = _needed(steps, set(outputs), keep_effects=False)
+        deferred = deferrable_steps(steps, core, wanted, set(private))
+        kept = [(index, steps[index]) for index in sorted((core | wanted).difference(deferred))]
+        self.dropped = len(steps) - len(kept) - len(deferred)
+        self.deferred_runs = tuple(steps[index].run for index in deferred)
+        self.deferred_outputs = set().union(*(steps[index].writes for index in deferred)) & set(outputs)
+        self._finished = True  # whether the last replay's deferred steps have run
+        self._pending = []  # weak references to the last replay's pending results
+        uses = {}  # root id -> how many replayed steps use it
+        for step in [step for _, step in kept] + [steps[index] for index in deferred]:
+            for key in step.reads | step.writes:
+                uses[key] = uses.get(key, 0) + 1
+        outside = roots | set(outputs)
+        kept = merge_indexed_updates(kept, guard_steps, lambda key: uses.get(key, 0) != 3 or key in outside)
         # A failed guard can be undone (and the call run eagerly) while no step before it has
         # changed persistent state other than the state that writebacks restore.
         persistent = set(known) - {id(_root(t)) for _, t in writebacks} - {id(_root(b)) for b in input_buffers}
@@ -64,21 +82,60 @@ class Plan:
                 state_touched = True
         for position in positions[cursor:]:
             runs.extend(_guard_check(g, undoable=not state_touched) for g in guard_steps[position])
-        self.runs = tuple(runs)
+        self.runs = runs
         self.steps_recorded = len(steps)
+        other_uses = (roots - set(observed)) | set(outputs) | {id(_root(t)) for _, t in writebacks}
+        for index in deferred:
+            other_uses |= steps[index].reads | steps[index].writes
+        for _, step in kept:
+            other_uses |= step.writes
+        owned = set(known) | set(private) | set(observed) | other_uses
+        self.bindings = [InputBinding.find(buffer, runs, other_uses, owned) for buffer in input_buffers]
 
     def __len__(self):
         return len(self.runs)
 
     def replay(self, input_arrays):
-        """Copy ``input_arrays`` into the input buffers and run every step."""
-        copyto = numpy.copyto
-        for buffer, array in zip(self.input_buffers, input_arrays):
-            copyto(buffer, array)
-        for run in self.runs:
+        """Copy ``input_arrays`` into the input buffers (or bind the steps to them, see
+        :mod:`needle.compiler.input_binding`) and run every step but the deferred ones."""
+        if self._pending:
+            self._settle()
+        self._finished = not self.deferred_runs
+        copyto, runs = numpy.copyto, self.runs
+        for buffer, array, binding in zip(self.input_buffers, input_arrays, self.bindings):
+            if binding is None:
+                copyto(buffer, array)
+            elif binding.accepts(array):
+                # NOTE: the calls keep the caller's array until the next replay binds its own.
+                binding.bind(runs, array)
+            else:
+                binding.bind(runs, buffer)
+                copyto(buffer, array)
+        for run in runs:
             run()
         for source, target in self.writebacks:
             copyto(target, source)
+
+    def pending(self, buffer, device):
+        """A result of the last replay whose buffer a deferred step writes: computed when read."""
+        result = PendingResult.of(self, buffer, device)
+        self._pending.append(weakref.ref(result))
+        return result
+
+    def finish(self):
+        """Run the last replay's deferred steps, once."""
+        if not self._finished:
+            for run in self.deferred_runs:
+                run()
+            self._finished = True
+
+    def _settle(self):
+        """Before a replay overwrites the buffers: give every pending result still alive its value."""
+        pending, self._pending = self._pending, []
+        for reference in pending:
+            result = reference()
+            if result is not None:
+                result.realize_cached_data()
 
     def undo_writebacks(self):
         """After a failed guard: put back the state the replay began from."""
@@ -86,7 +143,28 @@ class Plan:
             numpy.copyto(source, target)
 
 
+def _needed(steps, roots, keep_effects):
+    """Indices of the steps that write what ``roots`` (ids of root buffers) need, from the end back."""
+    live, needed = set(roots), set()
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if (keep_effects and step.effect) or step.writes & live:
+            live |= step.reads
+            live |= step.writes
+            needed.add(index)
+    return needed
+
+
 def _guard_check(guard, undoable):
+    array, value = guard.array, guard.value
+    if guard.convert is bool and type(value) is bool:
+
+        def check_truth():  # NOTE: the common guard (``if labels.max() >= classes:``), without Guard.holds's calls
+            if bool(array) is not value:
+                raise ReplayMismatch(guard, undoable)
+
+        return check_truth
+
     def check():
         if not guard.holds():
             raise ReplayMismatch(guard, undoable)

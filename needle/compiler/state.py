@@ -5,6 +5,7 @@ attribute level below those, such as a trainer's ``self.model``), as ``torch.com
 what a function reaches. Their tensors are the plan's state slots; their attributes are part of
 the signature, so ``model.eval()`` or a new ``Dropout.p`` selects another plan.
 """
+import itertools
 import operator
 import types
 
@@ -28,22 +29,28 @@ class StepState:
                 seen.add(id(parameter))
                 slots.append((parameter, "grad"))
         self.slots = slots
-        self._last = None  # (the attribute values last seen, their fingerprint)
+        self._last = None  # (the attribute values last seen, flat; each module's count; their fingerprint)
+        # NOTE: live views of the modules' attribute dicts, made once: the per-call check then
+        # touches only the values. A module whose ``__dict__`` is replaced wholesale (not done by
+        # needle, nor by assigning attributes) is not noticed.
+        self._views = [vars(module).values() for module in modules]
 
     def fingerprint(self):
-        """What the plan depends on: every module attribute (numbers by value, objects by identity)."""
+        """What the plan depends on: every module attribute (numbers by value, objects by identity).
+
+        Returns the same object as the last call while no attribute was reassigned, so that a
+        caller may compare fingerprints by identity.
+        """
         last = self._last
+        views = self._views
         if last is not None:
-            # NOTE: the common case, nothing reassigned since the last call, is an identity check.
-            for module, saved in zip(self.modules, last[0]):
-                current = vars(module).values()
-                if len(current) != len(saved) or not all(map(operator.is_, current, saved)):
-                    break
-            else:
-                return last[1]
-        values = [tuple(vars(module).values()) for module in self.modules]
+            # NOTE: the common case, nothing reassigned since the last call, is one pass of identity checks.
+            values = itertools.chain.from_iterable(views)
+            if list(map(len, views)) == last[1] and all(map(operator.is_, values, last[0])):
+                return last[2]
+        values = [tuple(view) for view in views]
         key = tuple(tuple(v if type(v) in _SCALARS else id(v) for v in vs) for vs in values)
-        self._last = (values, key)
+        self._last = (tuple(itertools.chain.from_iterable(values)), [len(vs) for vs in values], key)
         return key
 
 

@@ -179,3 +179,17 @@ def test_no_grad_selects_its_own_plan():
         forward(x)
         forward(x)
     assert forward.captures == 2 and forward.replays == 1
+
+
+def test_an_indexed_update_is_replayed_as_one_call():
+    """The loss gradient's ``exp[rows, labels] -= scale`` is one call, not a gather, a subtract and a scatter."""
+    from needle.compiler.indexed_updates import _update_at
+    from needle.compiler.recorder import _setitem
+
+    model, opt = model_and_optimizer()
+    step = ndl.compile(step_function(model, opt))
+    (x, y), (x2, y2) = batches(8, 2)
+    step(x, y)
+    step(x2, y2)
+    functions = [getattr(run, "func", None) for run in next(iter(step._plans.values())).plan.runs]
+    assert functions.count(_update_at) == 1 and _setitem not in functions

@@ -1,0 +1,99 @@
+"""Input binding: a replay reads the caller's input array where it is, instead of a copy of it.
+
+A plan's steps are calls bound to the arrays of the capture, the input buffers among them, so a
+replay first copies each new input into its buffer. For an input that only a few replayed calls
+read (the data batch: the first layer's product and its weight's gradient), an
+:class:`InputBinding` rebinds those calls to the caller's array instead: a few new
+``functools.partial`` objects against a copy of the whole batch.
+
+The caller may change or reuse its array after the call: nothing reads the array after the
+replay returns (no deferred result, guard, writeback or returned value may use a bound input,
+and the next replay binds its own array). Where an array cannot be read in place (another
+layout, an array that shares memory with the plan's own buffers), the replay copies it as before.
+"""
+import functools
+
+import numpy
+
+from .recorder import root
+
+
+class InputBinding:
+    """The replayed calls that read one input buffer, and how to point them at another array."""
+
+    __slots__ = ("buffer", "sites", "owned", "bound")
+
+    def __init__(self, buffer, sites, owned):
+        self.buffer = buffer
+        self.sites = sites  # (position in the runs, function, arguments, keywords, ((index, transposed), ...))
+        self.owned = owned  # ids of the plan's own root buffers: an input sharing them is copied
+        self.bound = buffer
+
+    @classmethod
+    def find(cls, buffer, runs, other_uses, owned):
+        """The binding of ``buffer`` in ``runs`` (a list), or None when something else uses it.
+
+        ``other_uses`` holds ids of the root buffers that a guard, a deferred step, a result or
+        a writeback uses, or that a step writes.
+        """
+        key = id(buffer)
+        if key in other_uses or not buffer.flags.c_contiguous:
+            return None
+        sites = []
+        for position, run in enumerate(runs):
+            if run.__class__ is not functools.partial:
+                continue
+            arguments, substitutions = run.args, []
+            for index, argument in enumerate(arguments):
+                if isinstance(argument, numpy.ndarray) and id(root(argument)) == key:
+                    transposed = _transposed(argument, buffer)
+                    if transposed is None:
+                        return None
+                    substitutions.append((index, transposed))
+                elif _holds_buffer(argument, key):
+                    return None
+            if _holds_buffer(run.keywords, key):
+                return None
+            if substitutions:
+                sites.append((position, run.func, arguments, run.keywords, tuple(substitutions)))
+        return cls(buffer, tuple(sites), owned) if sites else None
+
+    def accepts(self, array):
+        """Whether the replay may read ``array`` (of the buffer's shape and dtype) where it is."""
+        if array.__class__ is not numpy.ndarray or not array.flags.c_contiguous:
+            return False
+        base = array.base
+        return id(array if base is None else root(array)) not in self.owned
+
+    def bind(self, runs, array):
+        """Point the calls in ``runs`` at ``array`` (or back at the buffer)."""
+        if self.bound is array:
+            return
+        partial = functools.partial
+        for position, function, arguments, keywords, substitutions in self.sites:
+            arguments = list(arguments)
+            for index, transposed in substitutions:
+                arguments[index] = array.T if transposed else array
+            runs[position] = partial(function, *arguments, **keywords)
+        self.bound = array
+
+
+def _transposed(view, buffer):
+    """False when ``view`` is ``buffer`` seen whole, True when it is its transpose, else None."""
+    if view.dtype != buffer.dtype or view.ctypes.data != buffer.ctypes.data:
+        return None
+    if view.shape == buffer.shape and view.strides == buffer.strides:
+        return False
+    if view.shape == buffer.shape[::-1] and view.strides == buffer.strides[::-1]:
+        return True
+    return None
+
+
+def _holds_buffer(value, key):
+    if isinstance(value, numpy.ndarray):
+        return id(root(value)) == key
+    if type(value) in (tuple, list):
+        return any(_holds_buffer(item, key) for item in value)
+    if type(value) is dict:
+        return any(_holds_buffer(item, key) for item in value.values())
+    return False

@@ -1,0 +1,55 @@
+"""A replay reads the caller's batch in place; the caller may change its array afterwards."""
+import numpy as np
+
+import needle as ndl
+from needle.backend_ndarray import NDArray
+
+from steps import data, model_and_optimizer, state_arrays, step_function
+
+
+def run(compiled, change_after_call, layout=np.ascontiguousarray):
+    model, opt = model_and_optimizer()
+    step = step_function(model, opt)
+    step = ndl.compile(step) if compiled else step
+    images, labels = data()
+    np.random.seed(1)
+    losses = []
+    for index in range(6):
+        x = images[index * 16 : index * 16 + 16].copy()
+        x = layout(x) if index >= 2 else x  # the capture's batches are C-ordered
+        y = labels[index * 16 : index * 16 + 16].copy()
+        tensor_x, tensor_y = ndl.Tensor.make_const(NDArray.wrap(x, ndl.cpu())), ndl.Tensor(y)
+        losses.append(step(tensor_x, tensor_y))
+        if change_after_call:
+            tensor_x.cached_data.raw[...] = 7.0  # the caller reuses its arrays for the next batch
+            tensor_y.cached_data.raw[...] = 3
+    return [loss.numpy().tobytes() for loss in losses], state_arrays(model, opt), step
+
+
+def test_the_replay_reads_the_callers_batch_where_it_is():
+    model, opt = model_and_optimizer()
+    step = ndl.compile(step_function(model, opt))
+    images, labels = data()
+    batch = [(ndl.Tensor(images[i : i + 16]), ndl.Tensor(labels[i : i + 16])) for i in (0, 16)]
+    step(*batch[0])
+    step(*batch[1])
+    binding = next(iter(step._plans.values())).plan.bindings[0]
+    assert binding is not None and binding.bound is batch[1][0].cached_data.raw
+
+
+def test_changing_the_batch_after_the_call_changes_nothing():
+    for change in (False, True):
+        eager_losses, eager_state, _ = run(False, change)
+        losses, state, step = run(True, change)
+        assert step.replays == 5
+        assert losses == eager_losses
+        assert all(eager_state[name].tobytes() == state[name].tobytes() for name in eager_state)
+
+
+def test_a_batch_of_another_layout_is_copied():
+    eager_losses, eager_state, _ = run(False, False, layout=np.asfortranarray)
+    losses, state, step = run(True, False, layout=np.asfortranarray)
+    binding = next(iter(step._plans.values())).plan.bindings[0]
+    assert binding is not None and binding.bound is binding.buffer  # the Fortran-ordered batch was copied
+    assert losses == eager_losses
+    assert all(eager_state[name].tobytes() == state[name].tobytes() for name in eager_state)
