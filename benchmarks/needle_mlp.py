@@ -1,8 +1,8 @@
 """needle: the benchmark's MLP through the course API, exactly as a student would write it.
 
 ``NeedleMLP`` calls ``loss.backward(create_graph=False)``, needle's array-only backward;
-``NeedleCourseBackwardMLP`` calls the course's ``loss.backward()``, which builds each gradient as a
-Tensor graph (what gradients of gradients need) and costs more Python per node.
+``NeedleCourseBackwardMLP`` calls the course's ``loss.backward()``, which also gives every node its
+``.grad`` (the data batch's deferred, each leaf's a node that can be differentiated again).
 
 ``nn.Sequential`` of ``nn.Linear``/``nn.ReLU``, ``nn.SoftmaxLoss``, ``ndl.optim.SGD`` and
 ``ndl.data.DataLoader``; evaluation under ``ndl.no_grad()`` with ``model.eval()``.
@@ -153,7 +153,7 @@ class NeedleMLP:
 
 
 class NeedleCourseBackwardMLP(NeedleMLP):
-    """The same, with ``loss.backward()`` as the course writes it: gradients built as Tensor graphs."""
+    """The same, with ``loss.backward()`` as the course writes it: every node gets its ``.grad``."""
 
     key = "needle-course"
     name = "needle backward()"
