@@ -137,7 +137,11 @@ class ArrayRoutines:
         shifted = logits - logits.max(axis=1, keepdims=True)
         exp_shifted = xp.exp(shifted)
         totals = exp_shifted.sum(axis=1)
-        loss = (xp.log(totals).sum() - shifted[xp.arange(batch), label_ids].sum()) / batch
+        # NOTE: the label gather bounds-checks every id (IndexError): the op relies on it for
+        # small unsigned labels. One sum of the per-row losses, not two sums subtracted.
+        row_losses = xp.log(totals)
+        row_losses -= shifted[xp.arange(batch), label_ids]
+        loss = row_losses.sum() / batch
         return xp.asanyarray(loss, dtype=logits.dtype), SoftmaxCrossEntropySaved(exp_shifted, totals, label_ids)
 
     def softmax_cross_entropy_gradient(self, saved, out_grad):
