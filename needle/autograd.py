@@ -282,14 +282,16 @@ class SavedArrays:
     __slots__ = ("arrays", "tokens")
 
     def __init__(self, arrays):
-        for position, array in enumerate(arrays):
-            if array is not None and array.__class__ is not NDArray and not isinstance(array, NDArray):
-                raise TypeError(
-                    f"save_for_backward: argument {position} is {type(array).__name__}, not an NDArray: "
-                    "wrap a raw array first, e.g. NDArray.wrap(raw, device)"
-                )
-        self.arrays = tuple(arrays)
-        self.tokens = tuple(_hold(array) for array in arrays if array is not None)
+        for array in arrays:
+            if array.__class__ is not NDArray and array is not None and not isinstance(array, NDArray):
+                _refuse_unsaveable(arrays)
+        self.arrays = arrays = tuple(arrays)
+        # NOTE: one loop, held only once every argument is checked (a refusal holds nothing).
+        tokens = []
+        for array in arrays:
+            if array is not None:
+                tokens.append(_hold(array))
+        self.tokens = tuple(tokens)
 
     def __del__(self):
         try:
@@ -297,6 +299,16 @@ class SavedArrays:
                 _release(token)
         except (AttributeError, NameError, TypeError):
             pass  # never initialised, or interpreter shutdown
+
+
+def _refuse_unsaveable(arrays):
+    """Raise TypeError naming the first of ``arrays`` that is neither an NDArray nor None."""
+    for position, array in enumerate(arrays):
+        if array is not None and not isinstance(array, NDArray):
+            raise TypeError(
+                f"save_for_backward: argument {position} is {type(array).__name__}, not an NDArray: "
+                "wrap a raw array first, e.g. NDArray.wrap(raw, device)"
+            )
 
 
 class TensorOp(Op):

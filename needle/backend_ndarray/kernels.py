@@ -36,7 +36,7 @@ class Scratch:
 
     def like(self, xp, array):
         """A scratch array of ``xp`` (numpy or CuPy) shaped like ``array``; its values are garbage."""
-        key = (type(array), array.dtype, array.shape)
+        key = (array.__class__, array.dtype, array.shape)
         view = self._views.get(key)
         if view is not None:
             return view
@@ -91,14 +91,15 @@ class ArrayRoutines:
         """For each ``(weight, velocity, gradient)``:
         ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
         xp = self.xp
+        multiply, like = xp.multiply, scratch.like
         for weight, velocity, gradient in updates:
-            buffer = scratch.like(xp, weight)
+            buffer = like(xp, weight)
             velocity *= momentum
             velocity += gradient
             if weight_decay:
-                xp.multiply(weight, weight_decay, out=buffer)
+                multiply(weight, weight_decay, out=buffer)
                 velocity += buffer
-            xp.multiply(velocity, step, out=buffer)
+            multiply(velocity, step, out=buffer)
             weight -= buffer
 
     def adam_steps(self, updates, hyper, scratch):

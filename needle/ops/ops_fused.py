@@ -23,14 +23,20 @@ class LinearOp(TensorOp):
     """``x @ weight + bias`` for ``x`` of shape (..., in), weight (in, out), bias broadcastable to (out,)."""
 
     def compute(self, x: NDArray, weight: NDArray, bias: NDArray = None):
-        if x.shape[-1] != weight.shape[0]:
+        x_raw, weight_raw = x.raw, weight.raw
+        if x_raw.shape[-1] != weight_raw.shape[0]:
             raise ValueError(
                 f"LinearOp: input has {x.shape[-1]} features (shape {x.shape}) but the weight "
                 f"expects {weight.shape[0]} (shape {weight.shape})"
             )
-        out = x.raw @ weight.raw
+        out = x_raw @ weight_raw
         if bias is not None:
-            out += bias.raw.reshape(-1)
+            bias_raw = bias.raw
+            # NOTE: nn.Linear's (1, out) bias broadcasts over a batch as it is; any other shape
+            # is flattened to (out,) first. Both add the same values.
+            if bias_raw.ndim != 2 or bias_raw.shape[0] != 1 or out.ndim != 2:
+                bias_raw = bias_raw.reshape(-1)
+            out += bias_raw
         return NDArray.wrap(out, x.device)
 
     def gradient(self, out_grad, node):
@@ -111,8 +117,9 @@ class SoftmaxCrossEntropy(TensorOp):
         loss, saved = _softmax_cross_entropy(device.kernels, logits.raw, labels, logits.shape[1])
         # NOTE: saved (batch x classes, small) feeds the fast backward path; the first backward
         # turns it into the gradient in place, a later one recomputes it.
-        self.save_for_backward(*(NDArray.wrap(array, device) for array in (saved.exp_shifted, saved.totals, saved.label_ids)))
-        return NDArray.wrap(loss, device)
+        wrap = NDArray.wrap
+        self.save_for_backward(wrap(saved.exp_shifted, device), wrap(saved.totals, device), wrap(saved.label_ids, device))
+        return wrap(loss, device)
 
     def gradient(self, out_grad, node):
         logits, labels = node.inputs
