@@ -108,13 +108,15 @@ class SoftmaxCrossEntropy(TensorOp):
     """
 
     def compute(self, logits: NDArray, labels: NDArray):
-        if logits.ndim != 2 or labels.shape != logits.shape[:1]:
+        logits_raw = logits.raw
+        shape = logits_raw.shape
+        if len(shape) != 2 or labels.raw.shape != shape[:1]:
             raise ValueError(
                 f"SoftmaxCrossEntropy needs logits of shape (batch, classes) and labels of shape (batch,); "
                 f"got logits {logits.shape} and labels {labels.shape}"
             )
         device = logits.device
-        loss, saved = _softmax_cross_entropy(device.kernels, logits.raw, labels, logits.shape[1])
+        loss, saved = _softmax_cross_entropy(device.kernels, logits_raw, labels, shape[1])
         # NOTE: saved (batch x classes, small) feeds the fast backward path; the first backward
         # turns it into the gradient in place, a later one recomputes it.
         wrap = NDArray.wrap
