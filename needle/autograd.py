@@ -22,7 +22,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from . import live_buffers
 from .backend_ndarray import NDArray
 from .grad_mode import GRAD_MODE, no_grad
-from .live_buffers import _HELD, hold as _hold, hold_all as _hold_all, release as _release
+from .live_buffers import _HELD, forget as _forget, hold as _hold, hold_all as _hold_all, release as _release
 from . import graph_observers, updated_parameters
 from .graph_observers import THREAD as _THREAD
 
@@ -299,21 +299,35 @@ class SavedArrays:
     __slots__ = ("arrays", "tokens")
 
     def __init__(self, arrays):
-        for position, array in enumerate(arrays):
-            if array is not None and array.__class__ is not NDArray and not isinstance(array, NDArray):
-                raise TypeError(
-                    f"save_for_backward: argument {position} is {type(array).__name__}, not an NDArray: "
-                    "wrap a raw array first, e.g. NDArray.wrap(raw, device)"
-                )
-        self.arrays = tuple(arrays)
-        self.tokens = tuple(_hold(array) for array in arrays if array is not None)
+        for array in arrays:
+            if array.__class__ is not NDArray and array is not None and not isinstance(array, NDArray):
+                _refuse_unsaveable(arrays)
+        self.arrays = arrays = tuple(arrays)
+        # NOTE: one loop, held only once every argument is checked (a refusal holds nothing).
+        tokens = []
+        for array in arrays:
+            if array is not None:
+                tokens.append(_hold(array))
+        self.tokens = tuple(tokens)
 
     def __del__(self):
         try:
             for token in self.tokens:
-                _release(token)
+                token[0] -= 1  # NOTE: live_buffers.release, inlined (a hold's token is one buffer's list)
+                if not token[0]:
+                    _forget(token)
         except (AttributeError, NameError, TypeError):
             pass  # never initialised, or interpreter shutdown
+
+
+def _refuse_unsaveable(arrays):
+    """Raise TypeError naming the first of ``arrays`` that is neither an NDArray nor None."""
+    for position, array in enumerate(arrays):
+        if array is not None and not isinstance(array, NDArray):
+            raise TypeError(
+                f"save_for_backward: argument {position} is {type(array).__name__}, not an NDArray: "
+                "wrap a raw array first, e.g. NDArray.wrap(raw, device)"
+            )
 
 
 class TensorOp(Op):
@@ -349,7 +363,11 @@ def _check_inputs_are_values(op, args):
 
 
 def _compute(op, inputs):
-    arrays = [x.cached_data if x.cached_data is not None else x.realize_cached_data() for x in inputs]
+    # NOTE: a loop, not a comprehension: a comprehension is a function call of its own (Python 3.11).
+    arrays = []
+    for x in inputs:
+        data = x.cached_data
+        arrays.append(data if data is not None else x.realize_cached_data())
     try:
         return op.compute(*arrays)
     except OverflowError as error:

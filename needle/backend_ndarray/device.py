@@ -22,6 +22,13 @@ class Device:
 
     Devices are singletons: ``cpu() is cpu()``, so comparing them is an identity check.
 
+    Attributes:
+        xp: the array module behind this device (numpy or cupy); reading it on a device that
+            is not available raises RuntimeError saying what to install.
+        kernels: this device's kernels (optimizer updates, softmax cross-entropy, ReLU
+            backward): in-place array-module code on the CPU, one CuPy kernel per routine on
+            CUDA; see :mod:`needle.backend_ndarray.kernels`. Made on first read.
+
     Example:
         >>> import needle as ndl
         >>> ndl.cpu().name, ndl.cpu().enabled()
@@ -30,47 +37,44 @@ class Device:
         dtype('float32')
     """
 
-    __slots__ = ("name", "_xp", "_array_type", "_unavailable_reason", "_kernels", "_handle_functions")
+    # NOTE: ``xp`` and ``kernels`` are slots filled on first read (by __getattr__, which Python
+    # calls only while a slot is empty), not properties: every op and optimizer step reads
+    # them, and a slot costs no Python call.
+    __slots__ = ("name", "xp", "kernels", "_xp", "_array_type", "_unavailable_reason", "_handle_functions")
 
     def __init__(self, name, xp=None, unavailable_reason=None):
         self.name = name
         self._xp = xp
+        if xp is not None:
+            self.xp = xp
         self._array_type = xp.ndarray if xp is not None else None
         self._unavailable_reason = unavailable_reason
-        self._kernels = None
         self._handle_functions = None
 
     def enabled(self):
         """True when arrays can be made on this device (CuPy and a GPU are present)."""
         return self._xp is not None
 
-    @property
-    def xp(self):
-        """The array module behind this device (numpy or cupy)."""
-        if self._xp is None:
-            raise RuntimeError(
-                f"device {self.name}() is not available: {self._unavailable_reason}. "
-                "Install CuPy for your CUDA version (pip install 'needle-dl[cuda]' for CUDA 12, "
-                "'needle-dl[cuda13]' for CUDA 13) on a machine with an NVIDIA GPU, or use ndl.cpu()."
-            )
-        return self._xp
+    def _unavailable(self):
+        """The error that reading ``xp`` on a device without its array module raises."""
+        return RuntimeError(
+            f"device {self.name}() is not available: {self._unavailable_reason}. "
+            "Install CuPy for your CUDA version (pip install 'needle-dl[cuda]' for CUDA 12, "
+            "'needle-dl[cuda13]' for CUDA 13) on a machine with an NVIDIA GPU, or use ndl.cpu()."
+        )
 
-    @property
-    def kernels(self):
-        """This device's kernels (optimizer updates, softmax cross-entropy, ReLU backward).
+    def _make_kernels(self):
+        """This device's kernels (optimizer updates, softmax cross-entropy, ReLU backward), read as ``kernels``.
 
         In-place array-module code on the CPU, one CuPy kernel per routine on CUDA; see
         :mod:`needle.backend_ndarray.kernels`.
         """
-        if self._kernels is None:
-            xp = self.xp
-            if xp is numpy:
-                self._kernels = ArrayRoutines(xp)
-            else:
-                from .kernels_cupy import CupyKernels
+        xp = self.xp
+        if xp is numpy:
+            return ArrayRoutines(xp)
+        from .kernels_cupy import CupyKernels
 
-                self._kernels = CupyKernels(xp)
-        return self._kernels
+        return CupyKernels(xp)
 
     @property
     def fused(self):
@@ -98,6 +102,12 @@ class Device:
         return self._handle_functions
 
     def __getattr__(self, name):
+        # Reached only for names that are not set: the empty ``xp``/``kernels`` slots and the course's handle functions.
+        if name == "xp":
+            raise self._unavailable()
+        if name == "kernels":
+            self.kernels = kernels = self._make_kernels()
+            return kernels
         from .handles import NAMES
 
         if name in NAMES:

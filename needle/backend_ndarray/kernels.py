@@ -36,7 +36,7 @@ class Scratch:
 
     def like(self, xp, array):
         """A scratch array of ``xp`` (numpy or CuPy) shaped like ``array``; its values are garbage."""
-        key = (type(array), array.dtype, array.shape)
+        key = (array.__class__, array.dtype, array.shape)
         view = self._views.get(key)
         if view is not None:
             return view
@@ -91,14 +91,15 @@ class ArrayRoutines:
         """For each ``(weight, velocity, gradient)``:
         ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
         xp = self.xp
+        multiply, like = xp.multiply, scratch.like
         for weight, velocity, gradient in updates:
-            buffer = scratch.like(xp, weight)
+            buffer = like(xp, weight)
             velocity *= momentum
             velocity += gradient
             if weight_decay:
-                xp.multiply(weight, weight_decay, out=buffer)
+                multiply(weight, weight_decay, out=buffer)
                 velocity += buffer
-            xp.multiply(velocity, step, out=buffer)
+            multiply(velocity, step, out=buffer)
             weight -= buffer
 
     def adam_steps(self, updates, hyper, scratch):
@@ -137,7 +138,11 @@ class ArrayRoutines:
         shifted = logits - logits.max(axis=1, keepdims=True)
         exp_shifted = xp.exp(shifted)
         totals = exp_shifted.sum(axis=1)
-        loss = (xp.log(totals).sum() - shifted[xp.arange(batch), label_ids].sum()) / batch
+        # NOTE: the label gather bounds-checks every id (IndexError): the op relies on it for
+        # small unsigned labels. One sum of the per-row losses, not two sums subtracted.
+        row_losses = xp.log(totals)
+        row_losses -= shifted[xp.arange(batch), label_ids]
+        loss = row_losses.sum() / batch
         return xp.asanyarray(loss, dtype=logits.dtype), SoftmaxCrossEntropySaved(exp_shifted, totals, label_ids)
 
     def softmax_cross_entropy_gradient(self, saved, out_grad):

@@ -197,6 +197,7 @@ class DataLoader:
         """Yield each batch of the epoch from ``epoch.next_batch`` on, as a tuple of Tensors."""
         count, batch_count = len(self.dataset), len(self)
         order = epoch.order
+        make_leaf, wrap = Tensor.make_const, NDArray.wrap
         resident = None if self.collate_fn is not None else self._resident_arrays(device)
         if resident is not None and order is not None and device.name != "cpu":
             order = device.array(order)  # one small index upload per epoch
@@ -210,7 +211,8 @@ class DataLoader:
                 continue
             if resident is not None:
                 # NOTE: the common case, kept to one comprehension: it runs once per training step.
-                yield tuple([_to_tensor(array[index], device) for array in resident])
+                # Each batch array becomes a leaf directly, as _to_tensor makes it, one call shorter.
+                yield tuple([make_leaf(wrap(array[index], device)) for array in resident])
                 continue
             arrays = self._fetch(index)
             if device.name != "cpu":

@@ -23,14 +23,20 @@ class LinearOp(TensorOp):
     """``x @ weight + bias`` for ``x`` of shape (..., in), weight (in, out), bias broadcastable to (out,)."""
 
     def compute(self, x: NDArray, weight: NDArray, bias: NDArray = None):
-        if x.shape[-1] != weight.shape[0]:
+        x_raw, weight_raw = x.raw, weight.raw
+        if x_raw.shape[-1] != weight_raw.shape[0]:
             raise ValueError(
                 f"LinearOp: input has {x.shape[-1]} features (shape {x.shape}) but the weight "
                 f"expects {weight.shape[0]} (shape {weight.shape})"
             )
-        out = x.raw @ weight.raw
+        out = x_raw @ weight_raw
         if bias is not None:
-            out += bias.raw.reshape(-1)
+            bias_raw = bias.raw
+            # NOTE: nn.Linear's (1, out) bias broadcasts over a batch as it is; any other shape
+            # is flattened to (out,) first. Both add the same values.
+            if bias_raw.ndim != 2 or bias_raw.shape[0] != 1 or out.ndim != 2:
+                bias_raw = bias_raw.reshape(-1)
+            out += bias_raw
         return NDArray.wrap(out, x.device)
 
     def gradient(self, out_grad, node):
@@ -112,17 +118,20 @@ class SoftmaxCrossEntropy(TensorOp):
     """
 
     def compute(self, logits: NDArray, labels: NDArray):
-        if logits.ndim != 2 or labels.shape != logits.shape[:1]:
+        logits_raw = logits.raw
+        shape = logits_raw.shape
+        if len(shape) != 2 or labels.raw.shape != shape[:1]:
             raise ValueError(
                 f"SoftmaxCrossEntropy needs logits of shape (batch, classes) and labels of shape (batch,); "
                 f"got logits {logits.shape} and labels {labels.shape}"
             )
         device = logits.device
-        loss, saved = device.kernels.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
+        loss, saved = _softmax_cross_entropy(device.kernels, logits_raw, labels, shape[1])
         # NOTE: saved (batch x classes, small) feeds the fast backward path; the first backward
         # turns it into the gradient in place, a later one recomputes it.
-        self.save_for_backward(*(NDArray.wrap(array, device) for array in (saved.exp_shifted, saved.totals, saved.label_ids)))
-        return NDArray.wrap(loss, device)
+        wrap = NDArray.wrap
+        self.save_for_backward(wrap(saved.exp_shifted, device), wrap(saved.totals, device), wrap(saved.label_ids, device))
+        return wrap(loss, device)
 
     def gradient(self, out_grad, node):
         logits, labels = node.inputs
@@ -178,12 +187,24 @@ def _cross_entropy_gradient(saved, logits: NDArray, labels: NDArray, out_grad: N
     """The gradient array from what the forward ``saved`` (used up in place), or from scratch."""
     kernels = logits.device.kernels
     if saved is None:
-        _, saved = kernels.softmax_cross_entropy(logits.raw, _label_ids(labels, logits.shape[1]))
+        _, saved = _softmax_cross_entropy(kernels, logits.raw, labels, logits.shape[1])
     return NDArray.wrap(kernels.softmax_cross_entropy_gradient(saved, out_grad.raw), logits.device)
 
 
 class LabelRangeError(IndexError, ValueError):
     """A class label outside ``[0, classes)``: an IndexError (as PyTorch's) and a ValueError."""
+
+
+def _softmax_cross_entropy(kernels, logits_raw, labels: NDArray, classes):
+    """The device routine's ``(loss, saved)`` for checked labels; an out-of-range label raises LabelRangeError."""
+    label_ids = _label_ids(labels, classes)
+    try:
+        return kernels.softmax_cross_entropy(logits_raw, label_ids)
+    except IndexError:
+        # NOTE: the routine's gather of each row's label is the range check of small unsigned
+        # ids (see _label_ids); its error is renamed here, before the op has kept anything.
+        _check_label_range(labels.raw, classes)
+        raise
 
 
 def _label_ids(labels: NDArray, classes):
@@ -201,6 +222,18 @@ def _label_ids(labels: NDArray, classes):
         # NOTE: not range-checked on a GPU: the check would wait for the device every step.
         # The CUDA kernel makes the loss NaN instead.
         return raw
+    # NOTE: an unsigned id narrower than an index can be neither negative nor wrap around, so
+    # the routine's own gather (numpy bounds-checks every index) checks it at no extra pass:
+    # the DataLoader's uint8 MNIST labels take this path every step. Signed ids and uint64
+    # (which numpy would wrap into negative indices) are checked here, in one reduction.
+    if kind == "u" and raw.dtype.itemsize < 8:
+        return raw
+    _check_label_range(raw, classes)
+    return raw
+
+
+def _check_label_range(raw, classes):
+    """Raise LabelRangeError naming the first id of ``raw`` (numpy, integer) outside [0, classes)."""
     # NOTE: signed ids are read as unsigned, so a negative id is huge: one reduction checks both ends.
     if raw.size and raw.view(raw.dtype.str.replace("i", "u")).max() >= classes:
         position = int(((raw < 0) | (raw >= classes)).argmax())
@@ -208,7 +241,6 @@ def _label_ids(labels: NDArray, classes):
             f"SoftmaxCrossEntropy: label {raw[position]} (at position {position}) is out of range "
             f"for {classes} classes: labels must be class ids in [0, {classes})"
         )
-    return raw
 
 
 def _float_label_ids(raw, classes, xp):

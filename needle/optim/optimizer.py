@@ -56,8 +56,8 @@ class Optimizer:
         Every gradient's shape is checked before any is returned, so a bad one changes nothing.
         """
         updated_parameters.count_step()
-        found, problems = [], []
-        for index, param in enumerate(self.params):
+        found, weights, mismatched = [], [], False
+        for param in self.params:
             grad = param.grad
             if grad is None:
                 continue
@@ -69,25 +69,33 @@ class Optimizer:
                 gradient = grad.realize_cached_data()
             weight, gradient_raw = data.raw, gradient.raw
             if gradient_raw.shape != weight.shape:
-                problems.append(
-                    f"parameter {index} (shape {tuple(data.shape)}) has a gradient of shape {tuple(gradient.shape)}"
-                )
-                continue
+                mismatched = True
             found.append((param, weight, gradient_raw, data.device.kernels))
-        if problems:
-            raise ValueError(
-                f"{type(self).__name__}.step: gradients must have their parameter's shape; nothing was updated:\n  "
-                + "\n  ".join(problems)
-                + "\n(set p.grad to a Tensor of p.shape, or let backward() compute it)"
-            )
+            weights.append(weight)
+        if mismatched:
+            self._refuse_mismatched_gradients()
         # NOTE: an optimizer step does not make older graphs stale (no mark_data_changed), as in
         # the course's needle: a graph carried across steps (a recurrent state that is never
         # detached) still backpropagates, through the weights as they are now, and the
         # MemoryMonitor reports it as a leak with the detach() fix. PyTorch raises there instead.
         # a course backward()'s deferred gradients still read the weights as they are now
-        keep_values_before_update([weight for _, weight, _, _ in found])
-        retire_graphs_of([param.grad for param, _, _, _ in found])  # their graphs are about to go stale
+        keep_values_before_update(weights)
+        retire_graphs_of([param.grad for param, _, _, _ in found])  # their gradient graphs are about to go stale
         return found
+
+    def _refuse_mismatched_gradients(self):
+        """Raise ValueError naming every parameter whose gradient has another shape (nothing is updated)."""
+        problems = []
+        for index, param in enumerate(self.params):
+            if param.grad is not None and tuple(param.grad.shape) != tuple(param.shape):
+                problems.append(
+                    f"parameter {index} (shape {tuple(param.shape)}) has a gradient of shape {tuple(param.grad.shape)}"
+                )
+        raise ValueError(
+            f"{type(self).__name__}.step: gradients must have their parameter's shape; nothing was updated:\n  "
+            + "\n  ".join(problems)
+            + "\n(set p.grad to a Tensor of p.shape, or let backward() compute it)"
+        )
 
     # ---- state ------------------------------------------------------------------------------
     def _extra_state(self):

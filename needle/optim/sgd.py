@@ -128,12 +128,17 @@ class SGD(Optimizer):
         for param, weight, gradient, kernels in gradients:
             if momentum == 0:
                 # NOTE: u would equal grad; it is not stored, so no state can alias a .grad array.
-                updates.setdefault(kernels, []).append((weight, gradient))
-                continue
-            velocity = scaled.get(param)
-            if velocity is None:
-                velocity = scaled[param] = kernels.xp.zeros_like(weight)
-            updates.setdefault(kernels, []).append((weight, velocity, gradient))
+                update = (weight, gradient)
+            else:
+                velocity = scaled.get(param)
+                if velocity is None:
+                    velocity = scaled[param] = kernels.xp.zeros_like(weight)
+                update = (weight, velocity, gradient)
+            device_updates = updates.get(kernels)
+            if device_updates is None:
+                updates[kernels] = [update]
+            else:
+                device_updates.append(update)
         for kernels, device_updates in updates.items():
             if momentum == 0:
                 kernels.sgd_steps(device_updates, lr, weight_decay, self._scratch)

@@ -27,7 +27,7 @@ def test_a_float_label_that_is_not_a_whole_number_is_named(bad, shown, device, g
     assert logits.grad is None
 
 
-@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "uint16", "uint32", "uint64"])
 def test_out_of_range_integer_labels_on_the_cpu_are_an_index_error(dtype):
     logits = ndl.Tensor(LOGITS)
     with pytest.raises(IndexError, match=r"label 3 \(at position 1\) is out of range for 3 classes.*\[0, 3\)"):
@@ -43,6 +43,22 @@ def test_out_of_range_float_labels_are_an_index_error_on_every_device(device):
     labels = ndl.Tensor([2.0, 3.0], device=device)
     with pytest.raises(IndexError, match=r"label 3.0 \(at position 1\) is out of range for 3 classes"):
         ops.softmax_cross_entropy(ndl.Tensor(LOGITS, device=device), labels)
+
+
+def test_a_uint64_label_too_large_for_an_index_is_named_not_wrapped(graph_baseline):
+    # numpy would read 2**64 - 1 as index -1 (the last class): it must be refused, not wrapped
+    before = graph_baseline()
+    with pytest.raises(LabelRangeError, match=r"label 18446744073709551615 \(at position 1\)"):
+        ops.softmax_cross_entropy(ndl.Tensor(LOGITS), ndl.Tensor(np.array([0, 2**64 - 1], dtype=np.uint64)))
+    assert graph_baseline().live_nodes == before.live_nodes
+
+
+def test_an_out_of_range_uint8_label_raises_before_the_op_keeps_anything(graph_baseline):
+    before = graph_baseline()
+    with pytest.raises(LabelRangeError, match=r"label 200 \(at position 0\)"):
+        nn.SoftmaxLoss()(ndl.Tensor(LOGITS, requires_grad=True), ndl.Tensor(np.array([200, 0], dtype=np.uint8)))
+    after = graph_baseline()
+    assert (after.live_nodes, after.live_bytes) == (before.live_nodes, before.live_bytes)
 
 
 def test_the_range_error_is_also_a_value_error_as_before():

@@ -1,0 +1,97 @@
+"""Instructions per training step of the benchmark MLP, counted by valgrind: a measure noise cannot move.
+
+On a shared machine a 3% change in per-step Python overhead hides in the timing noise of
+``mnist_mlp.py``. Instruction counts are deterministic: this runs the step loop under
+``valgrind --tool=callgrind`` twice (0 steps and ``--steps``), subtracts, and prints the
+instructions of one step split by where they run: the Python interpreter (the framework's own
+overhead), numpy's dispatch and loops, BLAS (the arithmetic of the products) and the C library.
+Instructions are not time (a pass over a large array costs its memory traffic), so use it to
+compare the Python overhead of two versions, and timings for the rest.
+
+The data is random and MNIST-shaped, so no download is needed; the step is the one
+``needle_mlp.NeedleMLP`` times (``--floor`` counts the hand-written numpy floor instead).
+
+Usage:
+    python benchmarks/instructions_per_step.py --hidden 128 --batch-size 32 --steps 60
+    python benchmarks/instructions_per_step.py --floor
+"""
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCHMARK_DIR)
+# Where each instruction ran, by the shared object callgrind names.
+PLACES = (("python", "libpython"), ("numpy", "_multiarray_umath"), ("blas", "openblas"), ("libc", "libc.so"))
+
+
+def run_steps(args):
+    """The child process: a model, three warm-up steps, then ``args.steps`` steps (nothing printed)."""
+    sys.path.insert(0, REPO_ROOT)
+    sys.path.insert(0, BENCHMARK_DIR)
+    import numpy as np
+
+    from workload import Workload
+
+    rng = np.random.default_rng(0)
+    images = rng.random((4096, 784), dtype=np.float32)
+    labels = rng.integers(0, 10, 4096).astype(np.uint8)
+    workload = Workload(images, labels, images[:10], labels[:10], hidden=args.hidden,
+                        batch_size=args.batch_size, epochs=1, lr=0.1, device="cpu")
+    np.random.seed(0)
+    if args.floor:
+        from floor_numpy import FloorMLP as Model
+    else:
+        from needle_mlp import NeedleMLP as Model
+    model = Model(workload)
+    model.reset(workload.initial_weights())
+    model.train_steps(3)
+    model.train_steps(args.steps)
+
+
+def counted(args, steps, folder):
+    """Instructions by shared object for a child run of ``steps`` steps."""
+    out = os.path.join(folder, f"callgrind.{steps}.out")
+    child = [sys.executable, os.path.abspath(__file__), "--child", "--steps", str(steps),
+             "--hidden", str(args.hidden), "--batch-size", str(args.batch_size)] + (["--floor"] if args.floor else [])
+    env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + child,
+                   env=env, check=True, capture_output=True)
+    report = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", out],
+                            check=True, capture_output=True, text=True).stdout
+    by_object = collections.Counter()
+    for line in report.splitlines():
+        match = re.match(r"\s*([\d,]+) \([^)]*\)\s+.*\[(.*)\]$", line)
+        if match:
+            by_object[os.path.basename(match.group(2))] += int(match.group(1).replace(",", ""))
+    return by_object
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--floor", action="store_true", help="count the hand-written numpy floor instead of needle")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return run_steps(args)
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        parser.error("needs valgrind and callgrind_annotate (apt-get install valgrind)")
+    with tempfile.TemporaryDirectory() as folder:
+        before, after = counted(args, 0, folder), counted(args, args.steps, folder)
+    per_step = {name: (after[name] - before.get(name, 0)) / args.steps for name in after}
+    total = sum(per_step.values())
+    parts = [f"{label} {sum(v for name, v in per_step.items() if key in name) / 1e3:.1f}K" for label, key in PLACES]
+    who = "floor" if args.floor else "needle"
+    print(f"{who} H={args.hidden} batch {args.batch_size}: {total / 1e3:.1f}K instructions a step ({', '.join(parts)})")
+
+
+if __name__ == "__main__":
+    main()
