@@ -26,7 +26,9 @@ from . import autograd, live_buffers, spare_copies
 from .backend_ndarray import NDArray
 from .tensor import Tensor
 
-_PENDING: "weakref.WeakSet[DeferredGradient]" = weakref.WeakSet()
+# id -> weak reference of each deferred gradient that still reads arrays an optimizer may change
+# (a plain dict: weakref.WeakSet is written in Python, and this is touched every training step)
+_PENDING: "dict[int, weakref.ref]" = {}
 _REALIZED = 0  # deferred gradients computed so far (for tests and benchmarks)
 
 
@@ -65,7 +67,7 @@ class DeferredGradient(Tensor):
         value._known_dtype = numpy.dtype(dtype)
         value._recipe_buffers = live_buffers.hold_all(tuple(arrays))
         value._copies = ()  # the weight copies keep_values_before_update gave it (spare_copies')
-        _PENDING.add(value)
+        _PENDING[id(value)] = weakref.ref(value)
         return value
 
     def realize_cached_data(self):
@@ -75,7 +77,7 @@ class DeferredGradient(Tensor):
             function, arrays, extra = self._recipe
             data = function(*arrays, *extra)
             self._recipe = None  # the arrays are no longer needed
-            _PENDING.discard(self)
+            _PENDING.pop(id(self), None)
             self._set_cached_data(data)
             self._release_recipe_buffers()
             _REALIZED += 1
@@ -97,6 +99,7 @@ class DeferredGradient(Tensor):
             spare_copies.give_back(copy)
 
     def __del__(self):
+        _PENDING.pop(id(self), None)
         self._release_recipe_buffers()
         super().__del__()
 
@@ -116,10 +119,11 @@ def keep_values_before_update(raw_arrays) -> None:
     if not _PENDING:
         return
     targets = {id(raw) for raw in raw_arrays}
-    for value in list(_PENDING):
-        recipe = value._recipe
+    for key, ref in list(_PENDING.items()):
+        value = ref()
+        recipe = None if value is None else value._recipe
         if recipe is None:
-            _PENDING.discard(value)
+            _PENDING.pop(key, None)
             continue
         function, arrays, extra = recipe
         kept, copies = [], []
@@ -134,7 +138,7 @@ def keep_values_before_update(raw_arrays) -> None:
             value._copies = tuple(copies)
             previous, value._recipe_buffers = value._recipe_buffers, live_buffers.hold_all(tuple(kept))
             live_buffers.release(previous)
-            _PENDING.discard(value)
+            _PENDING.pop(key, None)
 
 
 def is_deferrable(value) -> bool:
