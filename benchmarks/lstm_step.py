@@ -37,7 +37,7 @@ def parse_arguments(argv=None):
     parser.add_argument("--seq", type=int, default=28)
     parser.add_argument("--repeats", type=int, default=15, help="paired repeats (default: 15)")
     parser.add_argument(
-        "--create-graph", action="store_true", help="needle's backward(create_graph=True), the course's default path"
+        "--create-graph", action="store_true", help="backward(create_graph=True): the course's path, its gradients keeping the graph"
     )
     return parser.parse_args(argv)
 

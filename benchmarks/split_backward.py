@@ -2,7 +2,8 @@
 """``split`` then every item read once: how backward's time grows with the number of items.
 
 Splits an (n, 64) tensor along axis 0, adds the n items up, and times ``backward()`` on both
-paths (``create_graph=False``, needle's array path, and the course's ``create_graph=True``).
+paths (``create_graph=False``, leaves only, and ``create_graph=True``, the course's every-node path
+with gradients that keep their graph).
 Linear work means the time per item stays flat as n doubles.
 
     python benchmarks/split_backward.py               # n = 100, 200, 400, 800

@@ -126,8 +126,8 @@ class Tensor(Value):
         >>> x = ndl.Tensor([[1.0, 2.0]], requires_grad=True)
         >>> y = (x * x).sum()
         >>> y.backward()
-        >>> x.grad  # an op result: the course's gradients are graphs themselves
-        needle.Tensor([[2. 4.]], op=EWiseAdd)
+        >>> x.grad  # a graph node: the course's gradients can be differentiated again
+        needle.Tensor([[2. 4.]], op=GradientGraph)
         >>> snapshot = ndl.Tensor(x)  # a copy: later changes to x do not reach it
         >>> x.data = x * 0
         >>> snapshot
