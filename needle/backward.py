@@ -112,7 +112,7 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     get their gradient's value, detached. No ``.grad`` changes unless the whole pass succeeds.
     Returns the nodes traversed, in topological order.
     """
-    autograd, DeferredGradient, GradientGraphs, gradient_tensor = _LATE.names or _LATE.load()
+    autograd, DeferredGradient, GradientGraphs, GradientGraph, gradient_tensor = _LATE.names or _LATE.load()
 
     order = _checked_nodes(output_tensor, prune_constants=False)
     leaves = []
@@ -126,7 +126,7 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
         # tuple: both get the gradient graphs themselves, built now.
         _assign_course_gradients(order, gradient_graphs(output_tensor, out_grad, order))
         return order
-    graphs = GradientGraphs(output_tensor, out_grad, leaves, keep_graph)
+    leaf_grad_op = GradientGraph(GradientGraphs(output_tensor, out_grad, leaves, keep_graph))
     grads_by_node = {output_tensor: out_grad.realize_cached_data()}
     item_grads_by_tuple = {}
     assigned = []  # (node, .grad): written once the whole pass has succeeded
@@ -148,7 +148,7 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
         op = node.op
         if op is None:
             if node.requires_grad:
-                assigned.append((node, gradient_tensor(graphs, node, grad)))
+                assigned.append((node, gradient_tensor(leaf_grad_op, node, grad)))
             else:
                 assigned.append((node, grad if grad.__class__ is DeferredGradient else _detached(grad)))
             continue
@@ -202,9 +202,9 @@ class _LATE:
     def load(cls):
         from . import autograd
         from .deferred import DeferredGradient
-        from .gradient_graph import GradientGraphs, gradient_tensor
+        from .gradient_graph import GradientGraph, GradientGraphs, gradient_tensor
 
-        cls.names = (autograd, DeferredGradient, GradientGraphs, gradient_tensor)
+        cls.names = (autograd, DeferredGradient, GradientGraphs, GradientGraph, gradient_tensor)
         return cls.names
 
 

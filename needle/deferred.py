@@ -61,11 +61,14 @@ class DeferredGradient(Tensor):
         ``arrays`` are the NDArrays it is made from (copied if an optimizer is about to change
         them), ``extra`` any other arguments (no Values: a graph node kept here would stay alive).
         """
-        value = cls.make_const(None)
-        value._recipe = (function, tuple(arrays), tuple(extra))
+        value = cls.__new__(cls)
+        autograd._fill(value, None, (), None, False)
+        arrays = tuple(arrays)
+        value._recipe = (function, arrays, tuple(extra))
         value._known_shape = tuple(shape)
         value._known_dtype = numpy.dtype(dtype)
-        value._recipe_buffers = live_buffers.hold_all(tuple(arrays))
+        # NOTE: a tuple of tokens, as live_buffers.hold_all makes for a tuple of NDArrays
+        value._recipe_buffers = tuple(map(live_buffers.hold, arrays))
         value._copies = ()  # the weight copies keep_values_before_update gave it (spare_copies')
         _PENDING[id(value)] = weakref.ref(value)
         return value
@@ -160,8 +163,10 @@ def deferred_product(op, first, second, shape) -> DeferredGradient:
 
 def deferred_array_product(op, a, b, shape) -> DeferredGradient:
     """:func:`deferred_product` of the NDArrays ``a`` and ``b``."""
-    dtype = numpy.result_type(a.raw.dtype, b.raw.dtype)
-    return DeferredGradient.of(_product_summed_to, (a, b), shape, dtype, extra=(op, tuple(shape)))
+    a_dtype, b_dtype = a.raw.dtype, b.raw.dtype
+    dtype = a_dtype if a_dtype is b_dtype else numpy.result_type(a_dtype, b_dtype)
+    shape = tuple(shape)
+    return DeferredGradient.of(_product_summed_to, (a, b), shape, dtype, extra=(op, shape))
 
 
 def _product_summed_to(a, b, op, shape):

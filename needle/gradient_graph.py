@@ -48,14 +48,17 @@ class GradientGraphs:
     the graph's recipe (see :class:`GraphRecipe`).
     """
 
-    __slots__ = ("_output", "_output_ref", "out_grad", "_leaf_refs", "_by_leaf", "_recipe", "_retired", "__weakref__")
+    __slots__ = (
+        "_output", "_output_ref", "out_grad", "_leaf_refs", "_by_leaf", "_node_of_leaf", "_recipe", "_retired",
+        "__weakref__",
+    )
 
     def __init__(self, output, out_grad, leaves, keep_graph):
         self._output = output if keep_graph else None
         self._output_ref = weakref.ref(output)
         self.out_grad = out_grad  # a Tensor: the seed, a graph itself when it requires grad
-        self._leaf_refs = tuple(map(weakref.ref, leaves))
-        self._by_leaf = None
+        self._leaf_refs = {id(leaf): weakref.ref(leaf) for leaf in leaves}
+        self._by_leaf = self._node_of_leaf = None
         self._recipe = None
         self._retired = False
         if not keep_graph:
@@ -83,16 +86,21 @@ class GradientGraphs:
     def keep_recipe(self, output):
         """Called by the dying ``output`` (``Value.__del__``): keep what building the graphs needs."""
         if self._by_leaf is None:
-            self._recipe = GraphRecipe(output)
+            self._recipe = GraphRecipe(output, self._leaf_refs)
 
     def depends_on(self):
         """The values the gradients depend on: the graph's leaves that require grad, and a seed
         that does."""
-        leaves = tuple(leaf for leaf in (ref() for ref in self._leaf_refs) if leaf is not None)  # a freed one gets none
+        leaves = tuple(leaf for leaf in (ref() for ref in self._leaf_refs.values()) if leaf is not None)  # a freed one gets none
         return leaves + (self.out_grad,) if self.out_grad.requires_grad else leaves
 
     def of(self, leaf):
         """The gradient graph of the output with respect to ``leaf`` (built on the first call)."""
+        return self.of_leaf_ref(weakref.ref(leaf))
+
+    def of_leaf_ref(self, leaf_ref):
+        """:meth:`of` the leaf ``leaf_ref`` refers to, also after that leaf has been freed (its
+        gradient graph still reaches the other leaves)."""
         if self._by_leaf is None:
             from .backward import find_topo_sort, gradient_graphs
 
@@ -102,13 +110,14 @@ class GradientGraphs:
                     "parameters of its graph in place since backward(), so the graph would mix old "
                     "and new values. Differentiate gradients before opt.step()."
                 )
-            output = self._output_ref()
+            output, self._node_of_leaf = self._output_ref(), {}
             if output is None:
-                output = self._recipe.rebuild()
+                output, self._node_of_leaf = self._recipe.rebuild()
                 self._recipe = None
             order = find_topo_sort([output], prune_constants=True)
             self._by_leaf = gradient_graphs(output, self.out_grad, order)
-        return self._by_leaf[leaf]
+        node = self._node_of_leaf.get(id(leaf_ref))
+        return self._by_leaf[leaf_ref() if node is None else node]
 
 
 def retire_graphs_of(gradients) -> None:
@@ -116,7 +125,7 @@ def retire_graphs_of(gradients) -> None:
     is about to update in place; see :meth:`GradientGraphs.retire`)."""
     for gradient in gradients:
         op = gradient.op
-        if op.__class__ is GradientGraph:
+        if op.__class__ is GradientGraph and not op.graphs._retired:
             op.graphs.retire()
 
 
@@ -127,7 +136,7 @@ class GraphRecipe:
 
     __slots__ = ("steps", "_tokens")
 
-    def __init__(self, output):
+    def __init__(self, output, leaf_refs):
         from .backward import find_topo_sort
 
         order = find_topo_sort([output], prune_constants=True)
@@ -135,7 +144,8 @@ class GraphRecipe:
         steps, arrays = [], []
         for node in order:
             if node.op is None:
-                steps.append((None, weakref.ref(node), node.cached_data, node.__class__))
+                leaf_ref = leaf_refs.get(id(node)) or weakref.ref(node)  # the gradients' own references
+                steps.append((None, leaf_ref, node.cached_data, node.__class__))
             else:
                 inputs = tuple(position[x] if x in position else x for x in node.inputs)  # constants as they are
                 steps.append((node.op, inputs, node.cached_data, node.__class__, node._computed_at))
@@ -151,13 +161,16 @@ class GraphRecipe:
             pass
 
     def rebuild(self):
-        """Fresh nodes with the recorded ops and arrays over the live leaves; returns the output."""
-        nodes = []
+        """Fresh nodes with the recorded ops and arrays over the live leaves: ``(output, {id of
+        the weak reference of a freed leaf: the leaf made in its place})``."""
+        nodes, stand_ins = [], {}
         for step in self.steps:
             if step[0] is None:
                 _, leaf_ref, data, cls = step
                 leaf = leaf_ref()
-                nodes.append(leaf if leaf is not None else cls.make_const(data, requires_grad=True))
+                if leaf is None:
+                    leaf = stand_ins[id(leaf_ref)] = cls.make_const(data, requires_grad=True)
+                nodes.append(leaf)
                 continue
             op, inputs, data, cls, computed_at = step
             node = cls.__new__(cls)
@@ -165,32 +178,29 @@ class GraphRecipe:
             node._spent = None
             node._computed_at = node._data_set_at = computed_at  # stale inputs are still caught
             nodes.append(node)
-        return nodes[-1]
+        return nodes[-1], stand_ins
 
 
 class GradientGraph(autograd.TensorOp):
-    """``d output / d leaf`` as one node; differentiated through the gradient graph it stands for."""
+    """The op of a ``backward()``'s leaf gradients (one for all of them): ``d output / d leaf``,
+    differentiated through the gradient graph it stands for (the node names its leaf)."""
 
-    def __init__(self, graphs: GradientGraphs, leaf):
+    def __init__(self, graphs: GradientGraphs):
         self.graphs = graphs
-        self.leaf_ref = weakref.ref(leaf)
 
-    def _graph(self):
-        leaf = self.leaf_ref()
-        if leaf is None:
-            return self.graphs.of(None)  # raises: the graph went with the leaf
-        return self.graphs.of(leaf)
+    def _graph(self, node):
+        return self.graphs.of_leaf_ref(node._leaf_ref)
 
     def compute(self, *depends_on):
-        return _building(lambda: self._graph().realize_cached_data())
+        raise RuntimeError("a GradientGraph node is made with its value; it is never computed from its inputs")
 
     def gradient(self, out_grad, node):
-        return _building(lambda: _vector_jacobian_product(self._graph(), out_grad, node.inputs))
+        return _building(lambda: _vector_jacobian_product(self._graph(node), out_grad, node.inputs))
 
     def gradient_data(self, out_grad, node):
         def arrays():
             adjoint = autograd.Tensor.make_const(out_grad)
-            grads = _vector_jacobian_product(self._graph(), adjoint, node.inputs)
+            grads = _vector_jacobian_product(self._graph(node), adjoint, node.inputs)
             return tuple(None if g is None else g.realize_cached_data() for g in grads)
 
         return _building(arrays)
@@ -198,9 +208,9 @@ class GradientGraph(autograd.TensorOp):
 
 class GradientTensor(autograd.Tensor):
     """A leaf's gradient from the course's ``backward()``: ``inputs`` are read from its
-    :class:`GradientGraphs`, so that it refers to no leaf itself."""
+    :class:`GradientGraphs`, so that it refers to no leaf itself (its leaf only weakly)."""
 
-    __slots__ = ()
+    __slots__ = ("_leaf_ref",)
 
     @property
     def inputs(self):
@@ -211,10 +221,11 @@ class GradientTensor(autograd.Tensor):
         pass  # made with no inputs of its own (see gradient_tensor)
 
 
-def gradient_tensor(graphs: GradientGraphs, leaf, value: NDArray):
-    """The ``.grad`` of ``leaf``: a node holding ``value``, differentiable through ``graphs``."""
+def gradient_tensor(op: GradientGraph, leaf, value: NDArray):
+    """The ``.grad`` of ``leaf``: a node holding ``value``, differentiable through ``op.graphs``."""
     node = GradientTensor.__new__(GradientTensor)
-    autograd._fill(node, GradientGraph(graphs, leaf), (), value, True)
+    autograd._fill(node, op, (), value, True)
+    node._leaf_ref = op.graphs._leaf_refs[id(leaf)]
     node._spent = None  # made by a backward(): neither spent nor wasted
     for observer in THREAD.observers:
         observer.node_made(node)

@@ -97,9 +97,9 @@ def test_a_training_step_never_copies_a_recipe(device, monkeypatch):
     made = []
     real_init = gradient_graph.GraphRecipe.__init__
 
-    def counting_init(self, output):
+    def counting_init(self, output, leaf_refs):
         made.append(output)
-        real_init(self, output)
+        real_init(self, output, leaf_refs)
 
     monkeypatch.setattr(gradient_graph.GraphRecipe, "__init__", counting_init)
     np.random.seed(0)
@@ -147,3 +147,18 @@ def test_a_failing_backward_changes_no_gradient(device):
     with pytest.raises(ValueError, match="broken gradient"):
         y.backward()
     assert x.grad is None and w.grad is None and y.grad is None
+
+
+def test_a_gradient_outliving_its_leaf_still_reaches_the_other_leaves(device, no_garbage_collector):
+    """``g = x.grad; del x``: the second order still flows to ``w`` through the recipe."""
+    w = ndl.Tensor([1.5, -0.5], device=device, dtype="float64")
+
+    def first_gradient():
+        x = ndl.Tensor([2.0, 3.0], device=device, dtype="float64")
+        (x * x * w).sum().backward()  # d/dx = 2 x w
+        return x.grad
+
+    g = first_gradient()  # x and the output are gone
+    w.grad = None
+    g.sum().backward()  # d/dw of sum(2 x w) = 2 x
+    np.testing.assert_allclose(w.grad.numpy(), [4.0, 6.0], rtol=1e-12)

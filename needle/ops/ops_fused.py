@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from ..tensor import Tensor
 
 
+_GRAD_INPUT_PRODUCT = MatMul(False, True)  # out_grad @ weight^T (a MatMul keeps nothing but its flags)
+
+
 class LinearOp(TensorOp):
     """``x @ weight + bias`` for ``x`` of shape (..., in), weight (in, out), bias broadcastable to (out,)."""
 
@@ -67,7 +70,7 @@ class LinearOp(TensorOp):
         if is_deferrable(x) and inputs[1].requires_grad and (len(inputs) == 2 or inputs[2].requires_grad):
             # the first layer's data batch: computed when read
             weight = inputs[1].cached_data
-            grad_x = deferred_array_product(MatMul(False, True), out_grad, weight, x.shape)
+            grad_x = deferred_array_product(_GRAD_INPUT_PRODUCT, out_grad, weight, x.shape)
             return (grad_x,) + (None,) * (len(inputs) - 1)
         return super().constant_input_gradients(out_grad, node)
 
