@@ -130,21 +130,11 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     grads_by_node = {output_tensor: out_grad.realize_cached_data()}
     item_grads_by_tuple = {}
     assigned = []  # (node, .grad): written once the whole pass has succeeded
-    pop, get = grads_by_node.pop, grads_by_node.get
+    get = grads_by_node.get
     for node in reversed(order):
-        grad = pop(node, None)
-        if item_grads_by_tuple and node in item_grads_by_tuple:
-            grad = _with_item_grads(node, grad, item_grads_by_tuple.pop(node), as_tensors=False)
+        grad = _gradient_arriving_at(node, grads_by_node, item_grads_by_tuple)
         if grad is None:
-            continue  # no gradient reaches it: an op defines none for it (labels)
-        data = node.cached_data
-        if data.__class__ is NDArray:
-            dtype = data.raw.dtype
-            grad_dtype = grad.raw.dtype if grad.__class__ is NDArray else grad.dtype
-            if grad_dtype is not dtype and grad_dtype != dtype:
-                if dtype.kind != "f":
-                    continue  # an integer or bool value: no gradient is defined
-                grad = _array_of(grad).astype(dtype)
+            continue  # none reaches it (an op defines none for labels), or it is an integer or bool value
         op = node.op
         if op is None:
             if node.requires_grad:
@@ -175,6 +165,25 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     for node, grad in assigned:
         node.grad = grad
     return order
+
+
+def _gradient_arriving_at(node, grads_by_node, item_grads_by_tuple):
+    """The gradient array reaching ``node`` (taken out of ``grads_by_node``), in the node's dtype;
+    None when none reaches it, or when it is an integer or bool value (which takes none)."""
+    grad = grads_by_node.pop(node, None)
+    if item_grads_by_tuple and node in item_grads_by_tuple:
+        grad = _with_item_grads(node, grad, item_grads_by_tuple.pop(node), as_tensors=False)
+    if grad is None:
+        return None
+    data = node.cached_data
+    if data.__class__ is NDArray:
+        dtype = data.raw.dtype
+        grad_dtype = grad.raw.dtype if grad.__class__ is NDArray else grad.dtype  # a deferred gradient knows its own
+        if grad_dtype is not dtype and grad_dtype != dtype:
+            if dtype.kind != "f":
+                return None
+            grad = _array_of(grad).astype(dtype)
+    return grad
 
 
 def _array_of(grad):
@@ -300,21 +309,11 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
     order = _checked_nodes(output_tensor, prune_constants=True)
     grads_by_node = {output_tensor: out_grad}
     item_grads_by_tuple = {}
-    pop, get = grads_by_node.pop, grads_by_node.get
+    get = grads_by_node.get
     for node in reversed(order):
-        grad = pop(node, None)
-        if item_grads_by_tuple and node in item_grads_by_tuple:
-            grad = _with_item_grads(node, grad, item_grads_by_tuple.pop(node), as_tensors=False)
+        grad = _gradient_arriving_at(node, grads_by_node, item_grads_by_tuple)
         if grad is None:
-            continue  # requires grad, but no gradient reaches it (integer labels of a loss)
-        data = node.cached_data
-        if data.__class__ is NDArray:
-            dtype = data.raw.dtype
-            grad_dtype = grad.raw.dtype
-            if grad_dtype is not dtype and grad_dtype != dtype:
-                if dtype.kind != "f":
-                    continue  # an integer or bool value: no gradient is defined
-                grad = grad.astype(dtype)
+            continue  # requires grad, but none reaches it (integer labels of a loss), or it takes none
         op = node.op
         if op is None:
             node.grad = make_leaf_grad(grad)
