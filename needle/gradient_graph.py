@@ -66,11 +66,18 @@ class GradientGraphs:
 
     def __del__(self):
         try:
-            output = self._output_ref()
-            if output is not None:
-                GRAPH_KEEPERS.pop(id(output), None)
+            self._unregister()
         except (AttributeError, TypeError):
             pass  # never initialised, or interpreter shutdown
+
+    def _unregister(self):
+        """Stop being told of the output's death (leaving a later backward()'s registration for it)."""
+        output = self._output_ref()
+        if output is None:
+            return
+        entry = GRAPH_KEEPERS.get(id(output))
+        if entry is not None and entry() in (None, self):
+            del GRAPH_KEEPERS[id(output)]
 
     def retire(self):
         """An optimizer is about to update leaves of this graph in place: its gradients can no
@@ -78,9 +85,7 @@ class GradientGraphs:
         if self._retired:
             return
         self._retired = True
-        output = self._output_ref()
-        if output is not None:
-            GRAPH_KEEPERS.pop(id(output), None)
+        self._unregister()
         self._output = self._recipe = None
 
     def keep_recipe(self, output):
@@ -112,6 +117,11 @@ class GradientGraphs:
                 )
             output, self._node_of_leaf = self._output_ref(), {}
             if output is None:
+                if self._recipe is None:
+                    raise RuntimeError(
+                        "cannot differentiate this gradient: the graph it was computed from has been "
+                        "freed; call backward(create_graph=True) to make the gradients keep it"
+                    )
                 output, self._node_of_leaf = self._recipe.rebuild()
                 self._recipe = None
             order = find_topo_sort([output], prune_constants=True)

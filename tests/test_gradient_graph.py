@@ -162,3 +162,16 @@ def test_a_gradient_outliving_its_leaf_still_reaches_the_other_leaves(device, no
     w.grad = None
     g.sum().backward()  # d/dw of sum(2 x w) = 2 x
     np.testing.assert_allclose(w.grad.numpy(), [4.0, 6.0], rtol=1e-12)
+
+
+def test_two_backward_calls_from_one_output_each_keep_their_own_graph(device, no_garbage_collector):
+    x = ndl.Tensor([1.0, 2.0], device=device, dtype="float64")
+    y = (x * x * x).sum()
+    y.backward()
+    first = x.grad
+    y.backward()  # a second pass from the same output, then the first's gradient goes
+    second = x.grad
+    del first
+    del y  # the second pass's gradient now lives on the recipe
+    second.backward()  # d(3 x^2)/dx = 6 x
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0], rtol=1e-12)
