@@ -230,6 +230,16 @@ class GradientTensor(autograd.Tensor):
     def inputs(self, value):
         pass  # made with no inputs of its own (see gradient_tensor)
 
+    def __reduce_ex__(self, protocol):
+        # NOTE: pickled (and deep-copied) as its value, a constant: the links to its graph are
+        # weak references, which neither pickle nor a copy could carry to a new graph.
+        return (_constant_gradient, (self.realize_cached_data(),))
+
+
+def _constant_gradient(data):
+    """A pickled :class:`GradientTensor`, restored as the constant Tensor of its value."""
+    return autograd.Tensor.make_const(data)
+
 
 def gradient_tensor(op: GradientGraph, leaf, value: NDArray):
     """The ``.grad`` of ``leaf``: a node holding ``value``, differentiable through ``op.graphs``."""

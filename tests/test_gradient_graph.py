@@ -175,3 +175,20 @@ def test_two_backward_calls_from_one_output_each_keep_their_own_graph(device, no
     del y  # the second pass's gradient now lives on the recipe
     second.backward()  # d(3 x^2)/dx = 6 x
     np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0], rtol=1e-12)
+
+
+def test_a_model_with_gradients_pickles_and_copies_them_as_values(device):
+    import copy
+    import pickle
+
+    np.random.seed(0)
+    model = nn.Sequential(nn.Linear(3, 4, device=device), nn.ReLU(), nn.Linear(4, 2, device=device))
+    batch = ndl.Tensor(np.random.default_rng(2).normal(size=(5, 3)), device=device, requires_grad=False)
+    labels = ndl.Tensor(np.array([0, 1, 0, 1, 1]), device=device, dtype="int64")
+    loss = nn.SoftmaxLoss()(model(batch), labels)
+    loss.backward()
+    weight = model.modules[0].weight
+    for restored in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        grad = restored.modules[0].weight.grad
+        assert grad.op is None and not isinstance(grad, gradient_graph.GradientTensor)
+        np.testing.assert_array_equal(grad.numpy(), weight.grad.numpy())
