@@ -117,7 +117,8 @@ def snapshot():
     an op saved for its backward pass (:mod:`needle.live_buffers`).
 
     Example:
-        >>> import needle as ndl
+        >>> import gc, needle as ndl
+        >>> _ = gc.collect()  # garbage of earlier code first, so that only these tensors count
         >>> before = ndl.autograd.snapshot()
         >>> x = ndl.Tensor([1.0, 2.0])
         >>> y = x * x
@@ -432,8 +433,9 @@ class Value:
             if self.op is not None:
                 if GRAPH_KEEPERS:
                     keeper = GRAPH_KEEPERS.pop(id(self), None)
-                    if keeper is not None and keeper() is not None:
-                        keeper().keep_recipe(self)
+                    graphs = None if keeper is None else keeper()
+                    if graphs is not None:
+                        graphs.keep_recipe(self)
                 _NODES_FREED += 1
                 spent = self._spent
                 if spent:

@@ -97,7 +97,10 @@ class GradientGraphs:
         """The values the gradients depend on: the graph's leaves that require grad, and a seed
         that does."""
         leaves = tuple(leaf for leaf in (ref() for ref in self._leaf_refs.values()) if leaf is not None)  # a freed one gets none
-        return leaves + (self.out_grad,) if self.out_grad.requires_grad else leaves
+        out_grad = self.out_grad
+        if not out_grad.requires_grad or any(leaf is out_grad for leaf in leaves):
+            return leaves  # NOTE: a seed that is also a leaf of the graph is listed once
+        return leaves + (out_grad,)
 
     def of(self, leaf):
         """The gradient graph of the output with respect to ``leaf`` (built on the first call)."""
@@ -161,7 +164,7 @@ class GraphRecipe:
                 steps.append((node.op, inputs, node.cached_data, node.__class__, node._computed_at))
             arrays.append(node.cached_data)
         self.steps = steps
-        self._tokens = [live_buffers.hold_all(a) if isinstance(a, tuple) else live_buffers.hold(a) for a in arrays]
+        self._tokens = [live_buffers.hold_all(array) for array in arrays]
 
     def __del__(self):
         try:

@@ -276,3 +276,13 @@ def test_trainer_fits_a_list_of_hand_made_tensor_batches():
     assert all(y.grad is None for _, y in batches), "integer labels get no gradient"
     del trainer, history
     gc.collect()
+
+
+def test_course_backward_gives_a_constant_multiplicand_its_grad(device):
+    """A Dropout-style mask or a one-hot matrix times a weight: the constant's .grad is out_grad * weight."""
+    mask = ndl.Tensor(np.array([[1.0, 0.0], [2.0, 1.0]]), device=device, dtype="float64", requires_grad=False)
+    w = ndl.Tensor(np.array([[3.0, 4.0], [5.0, 6.0]]), device=device, dtype="float64")
+    ((w * w) * mask).sum().backward()
+    np.testing.assert_array_equal(mask.grad.numpy(), [[9.0, 16.0], [25.0, 36.0]])
+    np.testing.assert_array_equal(w.grad.numpy(), [[6.0, 0.0], [20.0, 12.0]])
+    assert mask.grad.op is None and not mask.grad.requires_grad

@@ -192,3 +192,14 @@ def test_a_model_with_gradients_pickles_and_copies_them_as_values(device):
         grad = restored.modules[0].weight.grad
         assert grad.op is None and not isinstance(grad, gradient_graph.GradientTensor)
         np.testing.assert_array_equal(grad.numpy(), weight.grad.numpy())
+
+
+def test_a_seed_that_is_a_leaf_of_the_graph_is_differentiated_once(device):
+    """``y.backward(x)`` for y = x * x: x.grad = 2 x^2, whose derivative is 4 x (not twice that)."""
+    x = ndl.Tensor([3.0], device=device, dtype="float64")
+    y = x * x
+    y.backward(x)
+    first = x.grad
+    assert first.numpy().tolist() == [18.0] and len(first.inputs) == 1
+    first.backward()
+    assert x.grad.numpy().tolist() == [12.0]

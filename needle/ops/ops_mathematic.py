@@ -130,6 +130,14 @@ class EWiseMul(TensorOp):
         grad_b = unbroadcast_data(out_grad * a_data, b_data.shape) if b.requires_grad else None
         return grad_a, grad_b
 
+    def constant_input_gradients(self, out_grad, node):
+        # NOTE: a Dropout mask or a one-hot label matrix: only its own product, not both again
+        a, b = node.inputs
+        a_data, b_data = a.cached_data, b.cached_data
+        grad_a = None if a.requires_grad else unbroadcast_data(out_grad * b_data, a_data.shape)
+        grad_b = None if b.requires_grad else unbroadcast_data(out_grad * a_data, b_data.shape)
+        return grad_a, grad_b
+
 
 def multiply(a: Tensor, b: Tensor) -> Tensor:
     return EWiseMul()(a, b)
