@@ -10,11 +10,13 @@ compare the Python overhead of two versions, and timings for the rest.
 
 The data is random and MNIST-shaped, so no download is needed; the step is the one
 ``needle_mlp.NeedleMLP`` times (``--course`` counts the course's ``loss.backward()`` step of
-``needle_mlp.NeedleCourseBackwardMLP``, ``--floor`` the hand-written numpy floor).
+``needle_mlp.NeedleCourseBackwardMLP``, ``--compiled`` the ``ndl.compile`` replay of
+``needle_compiled_mlp.NeedleCompiledMLP``, ``--floor`` the hand-written numpy floor).
 
 Usage:
     python benchmarks/instructions_per_step.py --hidden 128 --batch-size 32 --steps 60
     python benchmarks/instructions_per_step.py --course
+    python benchmarks/instructions_per_step.py --compiled
     python benchmarks/instructions_per_step.py --floor
 """
 import argparse
@@ -29,6 +31,8 @@ import tempfile
 BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCHMARK_DIR)
 # Where each instruction ran, by the shared object callgrind names.
+# The steps besides the default fast path, one flag each.
+PATHS = ("floor", "course", "compiled")
 PLACES = (("python", "libpython"), ("numpy", "_multiarray_umath"), ("blas", "openblas"), ("libc", "libc.so"))
 
 
@@ -50,6 +54,8 @@ def run_steps(args):
         from floor_numpy import FloorMLP as Model
     elif args.course:
         from needle_mlp import NeedleCourseBackwardMLP as Model
+    elif args.compiled:
+        from needle_compiled_mlp import NeedleCompiledMLP as Model
     else:
         from needle_mlp import NeedleMLP as Model
     model = Model(workload)
@@ -62,7 +68,7 @@ def counted(args, steps, folder):
     """Instructions by shared object for a child run of ``steps`` steps."""
     out = os.path.join(folder, f"callgrind.{steps}.out")
     child = [sys.executable, os.path.abspath(__file__), "--child", "--steps", str(steps),
-             "--hidden", str(args.hidden), "--batch-size", str(args.batch_size)] + (["--floor"] if args.floor else []) + (["--course"] if args.course else [])
+             "--hidden", str(args.hidden), "--batch-size", str(args.batch_size)] + [f"--{path}" for path in PATHS if getattr(args, path)]
     env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + child,
                    env=env, check=True, capture_output=True)
@@ -83,6 +89,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--floor", action="store_true", help="count the hand-written numpy floor instead of needle")
     parser.add_argument("--course", action="store_true", help="count the course's loss.backward() step, not the fast path's")
+    parser.add_argument("--compiled", action="store_true", help="count the ndl.compile replay of the course step")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -94,7 +101,7 @@ def main(argv=None):
     per_step = {name: (after[name] - before.get(name, 0)) / args.steps for name in after}
     total = sum(per_step.values())
     parts = [f"{label} {sum(v for name, v in per_step.items() if key in name) / 1e3:.1f}K" for label, key in PLACES]
-    who = "floor" if args.floor else "needle backward()" if args.course else "needle"
+    who = "floor" if args.floor else "needle backward()" if args.course else "needle compiled" if args.compiled else "needle"
     print(f"{who} H={args.hidden} batch {args.batch_size}: {total / 1e3:.1f}K instructions a step ({', '.join(parts)})")
 
 

@@ -73,11 +73,15 @@ class ArrayRoutines:
     def __init__(self, xp):
         self.xp = xp
 
-    # ---- optimizer updates (in place), every parameter of one step in one call -------------
-    def sgd_steps(self, updates, lr, weight_decay, scratch):
+    # ---- optimizer updates, every parameter of one step in one call --------------------------
+    # Each updates its weights in place, or, given ``targets`` (one array per update), writes
+    # each new weight into its target and leaves the weight as it was: an optimizer hands a
+    # weight that a pending deferred gradient still reads to that gradient this way, instead of
+    # copying it (:func:`needle.deferred.keep_values_before_update`). A target may be the weight.
+    def sgd_steps(self, updates, lr, weight_decay, scratch, targets=None):
         """``weight -= lr * (gradient + weight_decay * weight)`` for each ``(weight, gradient)``."""
         xp = self.xp
-        for weight, gradient in updates:
+        for index, (weight, gradient) in enumerate(updates):
             buffer = scratch.like(xp, weight)
             if weight_decay:
                 xp.multiply(weight, weight_decay, out=buffer)
@@ -85,14 +89,17 @@ class ArrayRoutines:
                 buffer *= lr
             else:
                 xp.multiply(gradient, lr, out=buffer)
-            weight -= buffer
+            if targets is None:
+                weight -= buffer
+            else:
+                xp.subtract(weight, buffer, out=targets[index])
 
-    def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
+    def momentum_steps(self, updates, momentum, step, weight_decay, scratch, targets=None):
         """For each ``(weight, velocity, gradient)``:
         ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
         xp = self.xp
         multiply, like = xp.multiply, scratch.like
-        for weight, velocity, gradient in updates:
+        for index, (weight, velocity, gradient) in enumerate(updates):
             buffer = like(xp, weight)
             velocity *= momentum
             velocity += gradient
@@ -100,12 +107,15 @@ class ArrayRoutines:
                 multiply(weight, weight_decay, out=buffer)
                 velocity += buffer
             multiply(velocity, step, out=buffer)
-            weight -= buffer
+            if targets is None:
+                weight -= buffer
+            else:
+                xp.subtract(weight, buffer, out=targets[index])
 
-    def adam_steps(self, updates, hyper, scratch):
+    def adam_steps(self, updates, hyper, scratch, targets=None):
         """One Adam update of each ``(weight, first, second, gradient)``; ``hyper`` is an :class:`AdamScalars`."""
         xp = self.xp
-        for weight, first, second, gradient in updates:
+        for index, (weight, first, second, gradient) in enumerate(updates):
             buffer = scratch.like(xp, weight)
             if hyper.weight_decay:
                 gradient = gradient + hyper.weight_decay * weight
@@ -121,7 +131,10 @@ class ArrayRoutines:
             buffer += hyper.eps
             xp.divide(first, buffer, out=buffer)
             buffer *= hyper.step_size
-            weight -= buffer
+            if targets is None:
+                weight -= buffer
+            else:
+                xp.subtract(weight, buffer, out=targets[index])
 
     # ---- op pieces (new arrays) -----------------------------------------------------------
     def relu_backward(self, out_grad, out):
