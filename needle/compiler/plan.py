@@ -6,6 +6,8 @@ each step; a step is one in-place array call (``out=``), so a replay builds no g
 dispatches no op. The steps that only the results need wait until a result is read
 (:mod:`needle.compiler.deferred_results`).
 """
+import collections
+import operator
 import weakref
 
 import numpy
@@ -111,8 +113,7 @@ class Plan:
             else:
                 binding.bind(runs, buffer)
                 copyto(buffer, array)
-        for run in runs:
-            run()
+        _run_all(runs)
         for source, target in self.writebacks:
             copyto(target, source)
 
@@ -141,6 +142,14 @@ class Plan:
         """After a failed guard: put back the state the replay began from."""
         for source, target in self.writebacks:
             numpy.copyto(source, target)
+
+
+_CALL = getattr(operator, "call", None) or (lambda run: run())  # NOTE: operator.call is new in Python 3.11
+
+
+def _run_all(runs, _drain=collections.deque(maxlen=0).extend, _call=_CALL):
+    """Call each of ``runs`` in order; the loop runs in C (a replay's steps are many, each short)."""
+    _drain(map(_call, runs))
 
 
 def _needed(steps, roots, keep_effects):
