@@ -89,16 +89,13 @@ class ArrayRoutines:
                 buffer *= lr
             else:
                 xp.multiply(gradient, lr, out=buffer)
-            if targets is None:
-                weight -= buffer
-            else:
-                xp.subtract(weight, buffer, out=targets[index])
+            xp.subtract(weight, buffer, out=weight if targets is None else targets[index])
 
     def momentum_steps(self, updates, momentum, step, weight_decay, scratch, targets=None):
         """For each ``(weight, velocity, gradient)``:
         ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
         xp = self.xp
-        multiply, like = xp.multiply, scratch.like
+        multiply, subtract, like = xp.multiply, xp.subtract, scratch.like
         for index, (weight, velocity, gradient) in enumerate(updates):
             buffer = like(xp, weight)
             velocity *= momentum
@@ -107,10 +104,7 @@ class ArrayRoutines:
                 multiply(weight, weight_decay, out=buffer)
                 velocity += buffer
             multiply(velocity, step, out=buffer)
-            if targets is None:
-                weight -= buffer
-            else:
-                xp.subtract(weight, buffer, out=targets[index])
+            subtract(weight, buffer, out=weight if targets is None else targets[index])
 
     def adam_steps(self, updates, hyper, scratch, targets=None):
         """One Adam update of each ``(weight, first, second, gradient)``; ``hyper`` is an :class:`AdamScalars`."""
@@ -131,10 +125,7 @@ class ArrayRoutines:
             buffer += hyper.eps
             xp.divide(first, buffer, out=buffer)
             buffer *= hyper.step_size
-            if targets is None:
-                weight -= buffer
-            else:
-                xp.subtract(weight, buffer, out=targets[index])
+            xp.subtract(weight, buffer, out=weight if targets is None else targets[index])
 
     # ---- op pieces (new arrays) -----------------------------------------------------------
     def relu_backward(self, out_grad, out):
