@@ -142,7 +142,9 @@ def keep_values_before_update(weights, out_of_place=False):
             continue
         for position, array in enumerate(recipe[1]):
             raw = array.raw
-            index = positions.get(id(raw) if raw.base is None else id(raw.base))
+            index = positions.get(id(raw))
+            if index is None and raw.base is not None:
+                index = positions.get(id(raw.base))  # a view of a weight (its transpose)
             if index is not None:
                 readers.setdefault(index, []).append((value, position))
     value = recipe = array = raw = None  # NOTE: _unshared counts the references to each weight

@@ -148,6 +148,24 @@ def test_a_training_step_hands_the_first_weight_to_the_batch_gradient_instead_of
         assert not np.array_equal(weight, kept_weights[0])  # the weight moved since that step
 
 
+def test_a_weight_that_is_a_view_of_a_flat_buffer_is_copied_for_its_pending_gradient(device):
+    """Parameters tiled into one flat buffer (as ndl.compile makes them) are views: updated in place."""
+    from needle.compiler.flat_buffers import flatten_parameters
+
+    rng = np.random.default_rng(7)
+    layer = nn.Linear(3, 4, device=device)
+    opt = ndl.optim.SGD(layer.parameters(), lr=1.0, momentum=0.5)
+    flatten_parameters([opt])
+    weight = layer.weight.realize_cached_data()
+    batch = ndl.Tensor(rng.normal(size=(2, 3)), device=device, requires_grad=False)
+    layer(batch).sum().backward()
+    expected = np.ones((2, 4)) @ layer.weight.numpy().T
+    opt.step()
+    assert layer.weight.realize_cached_data() is weight, "a view's update stays in place"
+    assert not np.allclose(layer.weight.numpy() @ np.ones((4, 2)), expected.T)
+    np.testing.assert_allclose(batch.grad.numpy(), expected, rtol=1e-6)
+
+
 def test_two_pending_gradients_of_one_weight_each_get_a_copy(device):
     rng = np.random.default_rng(6)
     w = nn.Parameter(ndl.Tensor(rng.normal(size=(3, 4)), device=device))
