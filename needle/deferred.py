@@ -18,7 +18,6 @@ no graph through its ``.grad``.
 """
 from __future__ import annotations
 
-import sys
 import weakref
 
 import numpy
@@ -112,96 +111,37 @@ class DeferredGradient(Tensor):
         return self.cached_data is None
 
 
-def keep_values_before_update(weights, out_of_place=False):
-    """Give every pending gradient that reads one of ``weights`` the values it has now.
+def keep_values_before_update(raw_arrays) -> None:
+    """Give every pending gradient that uses one of ``raw_arrays`` its own copy first.
 
-    The optimizers call it with the NDArrays of the parameters they are about to update. A
-    pending gradient that reads one of them gets a copy of it, or, when the optimizer can write
-    its update out of place (``out_of_place``), the weight's own array: the weight is *handed
-    over* when exactly one pending gradient reads it and nothing outside needle can see its
-    buffer (no numpy view, no other Tensor sharing the array, no other graph saving it), and the
-    optimizer then writes the new value into a spare buffer (:mod:`needle.spare_copies`) that
-    the parameter takes (:func:`take_new_values`). A training loop's data batch thus costs no
-    weight copy per step. A gradient given its arrays no longer depends on any parameter's
-    array, so it leaves the pending set: each is served at most once (the other operand of a
-    product is a gradient, which no optimizer changes).
-
-    Returns:
-        None when every weight is updated in place, else a list parallel to ``weights`` of the
-        raw arrays to write the new values into (a weight's own array where it stays in place).
+    The optimizers call it with the parameter arrays they are about to update in place. A
+    gradient given its copies no longer depends on any parameter's array, so it leaves the
+    pending set: each is copied at most once (the other operand of a product is a gradient,
+    which no optimizer changes).
     """
     if not _PENDING:
-        return None
-    positions = {id(weight.raw): index for index, weight in enumerate(weights)}
-    readers = {}  # index of a weight -> [(pending gradient, position in its recipe)]
+        return
+    targets = {id(raw) for raw in raw_arrays}
     for key, ref in list(_PENDING.items()):
         value = ref()
         recipe = None if value is None else value._recipe
         if recipe is None:
             _PENDING.pop(key, None)
             continue
-        for position, array in enumerate(recipe[1]):
+        function, arrays, extra = recipe
+        kept, copies = [], []
+        for array in arrays:
             raw = array.raw
-            index = positions.get(id(raw))
-            if index is None and raw.base is not None:
-                index = positions.get(id(raw.base))  # a view of a weight (its transpose)
-            if index is not None:
-                readers.setdefault(index, []).append((value, position))
-    value = recipe = array = raw = None  # NOTE: _unshared counts the references to each weight
-    targets = None
-    for index, found in readers.items():
-        weight = weights[index]
-        if out_of_place and len(found) == 1 and found[0][0]._recipe[1][found[0][1]] is weight and _unshared(weight):
-            # handed over: the recipe keeps the weight's array as it is, and gives it back as a spare when done
-            if targets is None:
-                targets = [w.raw for w in weights]
-            spare = spare_copies.spare_like(weight)
-            targets[index] = numpy.empty_like(weight.raw) if spare is None else spare.raw
-            value = found[0][0]
-            value._copies += (weight,)
-            _PENDING.pop(id(value), None)
-            continue
-        for value, position in found:
-            _serve(value, position, spare_copies.copy_of(value._recipe[1][position]))
-            _PENDING.pop(id(value), None)
-    return targets
-
-
-def _serve(value, position, copy):
-    """Give the pending ``value`` ``copy`` to keep in place of the array at ``position`` of its recipe."""
-    function, kept, extra = value._recipe
-    kept = kept[:position] + (copy,) + kept[position + 1 :]
-    value._recipe = (function, kept, extra)
-    value._copies += (copy,)
-    previous, value._recipe_buffers = value._recipe_buffers, live_buffers.hold_all(kept)
-    live_buffers.release(previous)
-
-
-# The references to a parameter's NDArray when only needle holds it, as _unshared counts them:
-# the parameter's cached_data, the optimizer's list of weights, the one pending recipe that reads
-# it, keep_values_before_update's local, _unshared's argument and getrefcount's. To its numpy
-# array: the NDArray's .raw, its live-buffers token, the optimizer's entry of the update,
-# _unshared's local and getrefcount's argument. (tests/test_deferred_gradients.py checks that a
-# training loop's weight is handed over, and that a view or a sharing Tensor stops it.)
-_NEEDLE_REFERENCES_TO_WEIGHT = 6
-_NEEDLE_REFERENCES_TO_RAW = 5
-
-
-def _unshared(weight):
-    """Whether ``weight`` (a parameter's NDArray) and its numpy buffer are referred to by needle only."""
-    raw = weight.raw
-    if raw.__class__ is not numpy.ndarray or raw.base is not None:
-        return False  # CUDA (views share memory without references), or a view (a flat buffer's)
-    return sys.getrefcount(weight) == _NEEDLE_REFERENCES_TO_WEIGHT and sys.getrefcount(raw) == _NEEDLE_REFERENCES_TO_RAW
-
-
-def take_new_values(params, targets) -> None:
-    """After an out-of-place update: each parameter whose target is not its own array takes the
-    target as its array (see :func:`keep_values_before_update`)."""
-    for param, target in zip(params, targets):
-        weight = param.cached_data
-        if target is not weight.raw:
-            param._set_cached_data(NDArray.wrap(target, weight.device))
+            if id(raw) in targets or (raw.base is not None and id(raw.base) in targets):
+                array = spare_copies.copy_of(array)
+                copies.append(array)
+            kept.append(array)
+        if copies:
+            value._recipe = (function, tuple(kept), extra)
+            value._copies = tuple(copies)
+            previous, value._recipe_buffers = value._recipe_buffers, live_buffers.hold_all(tuple(kept))
+            live_buffers.release(previous)
+            _PENDING.pop(key, None)
 
 
 def is_deferrable(value) -> bool:

@@ -6,10 +6,6 @@ the first layer's weight per training step. Allocating a fresh buffer of that si
 costs more than filling one (page faults on a new block), so a gradient that no longer needs
 its copy (computed or freed) hands the buffer back here, and the next step's copy fills it.
 
-An optimizer that can write its update out of place avoids the copy altogether: the pending
-gradient keeps the weight's own buffer and the new weight goes into a spare
-(:func:`spare_like`), so the same two buffers alternate between the parameter and the gradient.
-
 One spare is kept per (shape, dtype, device); it is memory needle holds, so it is counted in
 the live bytes while it waits (:mod:`needle.live_buffers`).
 """
@@ -29,17 +25,6 @@ def copy_of(array: NDArray) -> NDArray:
     copy.raw[...] = raw
     live_buffers.release(token)
     return copy
-
-
-def spare_like(array: NDArray):
-    """A spare buffer of ``array``'s kind (its values are garbage), or None when none waits."""
-    raw = array.raw
-    spare = _SPARES.pop((raw.shape, raw.dtype, array.device.name), None)
-    if spare is None:
-        return None
-    buffer, token = spare
-    live_buffers.release(token)
-    return buffer
 
 
 def give_back(copy: NDArray) -> None:

@@ -73,15 +73,11 @@ class ArrayRoutines:
     def __init__(self, xp):
         self.xp = xp
 
-    # ---- optimizer updates, every parameter of one step in one call --------------------------
-    # Each updates its weights in place, or, given ``targets`` (one array per update), writes
-    # each new weight into its target and leaves the weight as it was: an optimizer hands a
-    # weight that a pending deferred gradient still reads to that gradient this way, instead of
-    # copying it (:func:`needle.deferred.keep_values_before_update`). A target may be the weight.
-    def sgd_steps(self, updates, lr, weight_decay, scratch, targets=None):
+    # ---- optimizer updates (in place), every parameter of one step in one call -------------
+    def sgd_steps(self, updates, lr, weight_decay, scratch):
         """``weight -= lr * (gradient + weight_decay * weight)`` for each ``(weight, gradient)``."""
         xp = self.xp
-        for index, (weight, gradient) in enumerate(updates):
+        for weight, gradient in updates:
             buffer = scratch.like(xp, weight)
             if weight_decay:
                 xp.multiply(weight, weight_decay, out=buffer)
@@ -89,14 +85,14 @@ class ArrayRoutines:
                 buffer *= lr
             else:
                 xp.multiply(gradient, lr, out=buffer)
-            xp.subtract(weight, buffer, out=weight if targets is None else targets[index])
+            weight -= buffer
 
-    def momentum_steps(self, updates, momentum, step, weight_decay, scratch, targets=None):
+    def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
         """For each ``(weight, velocity, gradient)``:
         ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
         xp = self.xp
-        multiply, subtract, like = xp.multiply, xp.subtract, scratch.like
-        for index, (weight, velocity, gradient) in enumerate(updates):
+        multiply, like = xp.multiply, scratch.like
+        for weight, velocity, gradient in updates:
             buffer = like(xp, weight)
             velocity *= momentum
             velocity += gradient
@@ -104,12 +100,12 @@ class ArrayRoutines:
                 multiply(weight, weight_decay, out=buffer)
                 velocity += buffer
             multiply(velocity, step, out=buffer)
-            subtract(weight, buffer, out=weight if targets is None else targets[index])
+            weight -= buffer
 
-    def adam_steps(self, updates, hyper, scratch, targets=None):
+    def adam_steps(self, updates, hyper, scratch):
         """One Adam update of each ``(weight, first, second, gradient)``; ``hyper`` is an :class:`AdamScalars`."""
         xp = self.xp
-        for index, (weight, first, second, gradient) in enumerate(updates):
+        for weight, first, second, gradient in updates:
             buffer = scratch.like(xp, weight)
             if hyper.weight_decay:
                 gradient = gradient + hyper.weight_decay * weight
@@ -125,7 +121,7 @@ class ArrayRoutines:
             buffer += hyper.eps
             xp.divide(first, buffer, out=buffer)
             buffer *= hyper.step_size
-            xp.subtract(weight, buffer, out=weight if targets is None else targets[index])
+            weight -= buffer
 
     # ---- op pieces (new arrays) -----------------------------------------------------------
     def relu_backward(self, out_grad, out):

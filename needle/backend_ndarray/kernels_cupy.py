@@ -32,23 +32,15 @@ class CupyKernels(ArrayRoutines):
             setattr(self, attribute, cupy.ElementwiseKernel(*spec))
         self._dummies = {}  # (dtype, argument position) -> arrays for unused multi-tensor slots
 
-    # NOTE: with ``targets`` (out-of-place updates, which the optimizers ask for on the CPU only)
-    # the array-module versions run: the multi-tensor kernels update in place.
-    def sgd_steps(self, updates, lr, weight_decay, scratch, targets=None):
-        if targets is not None:
-            return super().sgd_steps(updates, lr, weight_decay, scratch, targets)
+    def sgd_steps(self, updates, lr, weight_decay, scratch):
         rest = self._in_slots(self._sgd_steps, updates, (lr, weight_decay))
         super().sgd_steps(rest, lr, weight_decay, scratch)
 
-    def momentum_steps(self, updates, momentum, step, weight_decay, scratch, targets=None):
-        if targets is not None:
-            return super().momentum_steps(updates, momentum, step, weight_decay, scratch, targets)
+    def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
         rest = self._in_slots(self._momentum_steps, updates, (momentum, step, weight_decay))
         super().momentum_steps(rest, momentum, step, weight_decay, scratch)
 
-    def adam_steps(self, updates, hyper, scratch, targets=None):
-        if targets is not None:
-            return super().adam_steps(updates, hyper, scratch, targets)
+    def adam_steps(self, updates, hyper, scratch):
         scalars = (hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay, hyper.step_size, hyper.inverse_sqrt_c2)
         rest = self._in_slots(self._adam_steps, updates, scalars)
         super().adam_steps(rest, hyper, scratch)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..backend_ndarray.kernels import AdamScalars
-from .optimizer import Optimizer, check_number, targets_by_device
+from .optimizer import Optimizer, check_number
 
 if TYPE_CHECKING:
     from ..autograd import Tensor
@@ -98,7 +98,7 @@ class Adam(Optimizer):
         )
 
     def step(self) -> None:
-        gradients, targets = self._gradients_and_targets()
+        gradients = self._gradients()
         hyper = self._next_step_scalars()
         firsts, seconds = self.m, self.v
         updates = {}  # kernels of a device -> that device's updates
@@ -108,8 +108,5 @@ class Adam(Optimizer):
                 first = firsts[param] = kernels.xp.zeros_like(weight)
                 seconds[param] = kernels.xp.zeros_like(weight)
             updates.setdefault(kernels, []).append((weight, first, seconds[param], gradient))
-        written = {} if targets is None else targets_by_device(gradients, targets, updates)
         for kernels, device_updates in updates.items():
-            kernels.adam_steps(device_updates, hyper, self._scratch, written.get(kernels))
-        if targets is not None:
-            self._take_new_values(gradients, targets)
+            kernels.adam_steps(device_updates, hyper, self._scratch)

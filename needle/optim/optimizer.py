@@ -16,7 +16,7 @@ import numpy
 from ..autograd import Tensor
 from .. import updated_parameters
 from ..backend_ndarray.kernels import Scratch
-from ..deferred import keep_values_before_update, take_new_values
+from ..deferred import keep_values_before_update
 from ..gradient_graph import retire_graphs_of
 
 
@@ -55,17 +55,6 @@ class Optimizer:
         gradient, ``kernels`` the kernels of the parameter's device, which do the update.
         Every gradient's shape is checked before any is returned, so a bad one changes nothing.
         """
-        return self._gradients_and_targets(out_of_place=False)[0]
-
-    def _gradients_and_targets(self, out_of_place=True):
-        """``(gradients, targets)``: :meth:`_gradients`, and where to write the new values.
-
-        ``targets`` is None (update every weight in place) or a list parallel to ``gradients``
-        of the raw arrays to write each parameter's new value into: its weight, or a spare
-        buffer where a pending deferred gradient keeps the weight's values instead of a copy
-        (:func:`needle.deferred.keep_values_before_update`). The update leaves such a weight as
-        it was; :meth:`_take_new_values` then gives each parameter its target.
-        """
         updated_parameters.count_step()
         found, weights, mismatched = [], [], False
         for param in self.params:
@@ -78,29 +67,21 @@ class Optimizer:
             gradient = grad.cached_data
             if gradient is None:
                 gradient = grad.realize_cached_data()
-            gradient_raw = gradient.raw
-            if gradient_raw.shape != data.raw.shape:
+            weight, gradient_raw = data.raw, gradient.raw
+            if gradient_raw.shape != weight.shape:
                 mismatched = True
-            found.append((param, data.raw, gradient_raw, data.device.kernels))
-            weights.append(data)
+            found.append((param, weight, gradient_raw, data.device.kernels))
+            weights.append(weight)
         if mismatched:
             self._refuse_mismatched_gradients()
-        data = None  # NOTE: no stray reference: keep_values_before_update counts who refers to each weight
         # NOTE: an optimizer step does not make older graphs stale (no mark_data_changed), as in
         # the course's needle: a graph carried across steps (a recurrent state that is never
         # detached) still backpropagates, through the weights as they are now, and the
         # MemoryMonitor reports it as a leak with the detach() fix. PyTorch raises there instead.
-        # Their gradient graphs are about to go stale (retired first: a retired graph's recipe
-        # lets go of the weights, which may then be handed over). A course backward()'s deferred
-        # gradients still read the weights as they are now.
-        retire_graphs_of([param.grad for param, _, _, _ in found])
-        targets = keep_values_before_update(weights, out_of_place)
-        return found, targets
-
-    def _take_new_values(self, gradients, targets):
-        """After an update that :meth:`_gradients_and_targets` sent out of place: every
-        parameter takes the array its new value was written into."""
-        take_new_values([param for param, _, _, _ in gradients], targets)
+        # a course backward()'s deferred gradients still read the weights as they are now
+        keep_values_before_update(weights)
+        retire_graphs_of([param.grad for param, _, _, _ in found])  # their gradient graphs are about to go stale
+        return found
 
     def _refuse_mismatched_gradients(self):
         """Raise ValueError naming every parameter whose gradient has another shape (nothing is updated)."""
@@ -276,17 +257,6 @@ def check_number(
         bound = f"<= {high}" if high_inclusive else f"< {high}"
         raise ValueError(f"{name} must be {bound}, got {name}={value}")
     return value
-
-
-def targets_by_device(gradients, targets, updates):
-    """``targets`` (parallel to ``gradients``, see :meth:`Optimizer._gradients_and_targets`)
-    grouped by device kernels, as a step groups its ``updates`` (kernels -> that device's updates)."""
-    if len(updates) == 1:
-        return dict.fromkeys(updates, targets)  # one device: the targets are in the updates' order
-    grouped = {}
-    for (_, _, _, kernels), target in zip(gradients, targets):
-        grouped.setdefault(kernels, []).append(target)
-    return grouped
 
 
 def _checked_params(optimizer, params):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from .optimizer import Optimizer, check_number, targets_by_device
+from .optimizer import Optimizer, check_number
 
 if TYPE_CHECKING:
     from ..autograd import Tensor
@@ -117,7 +117,7 @@ class SGD(Optimizer):
 
     def step(self) -> None:
         # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
-        gradients, targets = self._gradients_and_targets()
+        gradients = self._gradients()
         lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
         velocities = self.u
         if momentum and velocities.momentum != momentum:
@@ -139,12 +139,9 @@ class SGD(Optimizer):
                 updates[kernels] = [update]
             else:
                 device_updates.append(update)
-        written = {} if targets is None else targets_by_device(gradients, targets, updates)
         for kernels, device_updates in updates.items():
             if momentum == 0:
-                kernels.sgd_steps(device_updates, lr, weight_decay, self._scratch, written.get(kernels))
+                kernels.sgd_steps(device_updates, lr, weight_decay, self._scratch)
             else:
-                # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v (in place, or into the targets).
-                kernels.momentum_steps(device_updates, momentum, step, weight_decay, self._scratch, written.get(kernels))
-        if targets is not None:
-            self._take_new_values(gradients, targets)
+                # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v, in place.
+                kernels.momentum_steps(device_updates, momentum, step, weight_decay, self._scratch)
