@@ -168,7 +168,8 @@ def capture_cpu(fn, args, kwargs, state):
         slots.append((owner, attribute, tensor, data, raw, reset))
     private = (set(recorder.produced) | {id(buffer) for buffer in input_buffers}) - observed
     plan = Plan(
-        recorder.steps, recorder.guards, input_buffers, observed, writebacks, set(recorder.known), results, private
+        recorder.steps, recorder.guards, input_buffers, observed, writebacks, set(recorder.known), results, private,
+        buffers={**recorder.produced, **recorder.known, **{id(buffer): buffer for buffer in input_buffers}},
     )
     _mark_deferred(outputs, plan.deferred_outputs)
     return Capture(plan, tensor_positions, slots, outputs, _rebuild(outputs))

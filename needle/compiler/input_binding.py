@@ -12,6 +12,7 @@ and the next replay binds its own array). Where an array cannot be read in place
 layout, an array that shares memory with the plan's own buffers), the replay copies it as before.
 """
 import functools
+import weakref
 
 import numpy
 
@@ -26,7 +27,7 @@ class InputBinding:
     def __init__(self, buffer, sites, owned):
         self.buffer = buffer
         self.sites = sites  # (position in the runs, function, arguments, keywords, ((index, transposed), ...))
-        self.owned = owned  # ids of the plan's own root buffers: an input sharing them is copied
+        self.owned = owned  # id -> weak reference of each of the plan's own root buffers (None: unnamed): an input sharing one is copied
         self.bound = buffer
 
     @classmethod
@@ -34,7 +35,8 @@ class InputBinding:
         """The binding of ``buffer`` in ``runs`` (a list), or None when something else uses it.
 
         ``other_uses`` holds ids of the root buffers that a guard, a deferred step, a result or
-        a writeback uses, or that a step writes.
+        a writeback uses, or that a step writes; ``owned`` maps the id of each root buffer of the
+        plan to a weak reference of it (None where the plan cannot name the buffer).
         """
         key = id(buffer)
         if key in other_uses or not buffer.flags.c_contiguous:
@@ -63,7 +65,11 @@ class InputBinding:
         if array.__class__ is not numpy.ndarray or not array.flags.c_contiguous:
             return False
         base = array.base
-        return id(array if base is None else root(array)) not in self.owned
+        owner = array if base is None else root(array)
+        # NOTE: by identity, through a weak reference: a buffer of the capture that has been freed
+        # since left its id behind, and a new array (the next batch) can be given that id.
+        reference = self.owned.get(id(owner), _NOT_OWNED)
+        return reference is _NOT_OWNED or (reference is not None and reference() is not owner)
 
     def bind(self, runs, array):
         """Point the calls in ``runs`` at ``array`` (or back at the buffer)."""
@@ -76,6 +82,15 @@ class InputBinding:
                 arguments[index] = array.T if transposed else array
             runs[position] = partial(function, *arguments, **keywords)
         self.bound = array
+
+
+_NOT_OWNED = object()
+
+
+def weak_buffers(ids, buffers):
+    """``{id: weak reference}`` for the root buffers ``ids``, named through ``buffers`` (id -> root
+    array); None for an id that ``buffers`` does not name (an input sharing it is copied)."""
+    return {key: (weakref.ref(buffers[key]) if key in buffers else None) for key in ids}
 
 
 def _transposed(view, buffer):

@@ -14,7 +14,7 @@ import numpy
 
 from .deferred_results import PendingResult, deferrable_steps
 from .indexed_updates import merge_indexed_updates
-from .input_binding import InputBinding
+from .input_binding import InputBinding, weak_buffers
 
 
 class ReplayMismatch(Exception):
@@ -42,9 +42,11 @@ class Plan:
         private: ids of the root buffers that only the plan writes; the steps that only the
             results need, and read only these, run when a result is read
             (:mod:`needle.compiler.deferred_results`).
+        buffers: id -> root array of the buffers the capture made or read as state, by which the
+            input bindings tell the plan's buffers from a caller's array.
     """
 
-    def __init__(self, steps, guards, input_buffers, observed, writebacks, known, outputs=(), private=()):
+    def __init__(self, steps, guards, input_buffers, observed, writebacks, known, outputs=(), private=(), buffers=None):
         self.input_buffers = input_buffers
         self.writebacks = writebacks
         for source, target in writebacks:
@@ -91,7 +93,7 @@ class Plan:
             other_uses |= steps[index].reads | steps[index].writes
         for _, step in kept:
             other_uses |= step.writes
-        owned = set(known) | set(private) | set(observed) | other_uses
+        owned = weak_buffers(set(known) | set(private) | set(observed) | other_uses, buffers or {})
         self.bindings = [InputBinding.find(buffer, runs, other_uses, owned) for buffer in input_buffers]
 
     def __len__(self):

@@ -53,3 +53,33 @@ def test_a_batch_of_another_layout_is_copied():
     assert binding is not None and binding.bound is binding.buffer  # the Fortran-ordered batch was copied
     assert losses == eager_losses
     assert all(eager_state[name].tobytes() == state[name].tobytes() for name in eager_state)
+
+
+def test_every_batch_of_a_dataloader_loop_is_read_in_place():
+    """Each replay binds the new batch: a buffer the capture made and freed leaves its id behind,
+    and a new batch given that id is still the caller's (not a copy of it every other step)."""
+    model, opt = model_and_optimizer()
+    step = ndl.compile(step_function(model, opt))
+    images, labels = data()
+    loader = ndl.data.DataLoader(ndl.data.NDArrayDataset(images, labels), 16, shuffle=True, drop_last=True)
+    bound = []
+    for epoch in range(3):
+        for x, y in loader:
+            step(x, y)
+            binding = next(iter(step._plans.values())).plan.bindings[0]
+            bound.append(binding.bound is x.cached_data.raw)
+    assert step.replays >= 8 and all(bound[1:]), bound  # the first call captured
+
+
+def test_a_freed_buffer_of_the_plan_does_not_stand_for_a_new_array():
+    from needle.compiler.input_binding import InputBinding, weak_buffers
+
+    kept, freed = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    owned = weak_buffers({id(kept), id(freed), 12345}, {id(kept): kept, id(freed): freed})
+    binding = InputBinding(np.zeros((2, 3), np.float32), (), owned)
+    assert not binding.accepts(kept) and not binding.accepts(kept[1:]), "the plan's own buffer (or a view of it) is copied"
+    newcomer = np.ones((2, 3), np.float32)
+    owned[id(newcomer)] = owned.pop(id(freed))  # as if ``newcomer`` had been given the freed buffer's id
+    del freed
+    assert binding.accepts(newcomer)
+    assert owned[12345] is None  # a buffer the plan cannot name: an array with its id would be copied
