@@ -1,15 +1,17 @@
 """Input binding: a replay reads the caller's input array where it is, instead of a copy of it.
 
 A plan's steps are calls bound to the arrays of the capture, the input buffers among them, so a
-replay first copies each new input into its buffer. For an input that only a few replayed calls
-read (the data batch: the first layer's product and its weight's gradient), an
-:class:`InputBinding` rebinds those calls to the caller's array instead: a few new
-``functools.partial`` objects against a copy of the whole batch.
+replay would first copy each new input into its buffer. For an input that only a few replayed
+calls read (the data batch: the first layer's product and its weight's gradient), an
+:class:`InputBinding` names those calls and the arguments that are the buffer (or its
+transpose); the replay function takes the input there as a parameter
+(:mod:`needle.compiler.replay_function`), so a replay passes the caller's array instead of
+copying the whole batch.
 
 The caller may change or reuse its array after the call: nothing reads the array after the
-replay returns (no deferred result, guard, writeback or returned value may use a bound input,
-and the next replay binds its own array). Where an array cannot be read in place (another
-layout, an array that shares memory with the plan's own buffers), the replay copies it as before.
+replay returns (no deferred result, guard, writeback or returned value may use a bound input).
+Where an array cannot be read in place (another layout, an array that shares memory with the
+plan's own buffers), the replay copies it into the buffer and passes the buffer.
 """
 import functools
 import weakref
@@ -26,13 +28,13 @@ class InputBinding:
 
     def __init__(self, buffer, sites, owned):
         self.buffer = buffer
-        self.sites = sites  # (position in the runs, function, arguments, keywords, ((index, transposed), ...))
+        self.sites = sites  # (position in the runs, ((argument index, transposed), ...)), per call that reads it
         self.owned = owned  # id -> weak reference of each of the plan's own root buffers (None: unnamed): an input sharing one is copied
-        self.bound = buffer
+        self.bound = buffer  # the array the last replay read: the caller's, or the buffer it was copied into
 
     @classmethod
     def find(cls, buffer, runs, other_uses, owned):
-        """The binding of ``buffer`` in ``runs`` (a list), or None when something else uses it.
+        """The binding of ``buffer`` in ``runs`` (the plan's calls), or None when something else uses it.
 
         ``other_uses`` holds ids of the root buffers that a guard, a deferred step, a result or
         a writeback uses, or that a step writes; ``owned`` maps the id of each root buffer of the
@@ -57,7 +59,7 @@ class InputBinding:
             if _holds_buffer(run.keywords, key):
                 return None
             if substitutions:
-                sites.append((position, run.func, arguments, run.keywords, tuple(substitutions)))
+                sites.append((position, tuple(substitutions)))
         return cls(buffer, tuple(sites), owned) if sites else None
 
     def accepts(self, array):
@@ -70,18 +72,6 @@ class InputBinding:
         # since left its id behind, and a new array (the next batch) can be given that id.
         reference = self.owned.get(id(owner), _NOT_OWNED)
         return reference is _NOT_OWNED or (reference is not None and reference() is not owner)
-
-    def bind(self, runs, array):
-        """Point the calls in ``runs`` at ``array`` (or back at the buffer)."""
-        if self.bound is array:
-            return
-        partial = functools.partial
-        for position, function, arguments, keywords, substitutions in self.sites:
-            arguments = list(arguments)
-            for index, transposed in substitutions:
-                arguments[index] = array.T if transposed else array
-            runs[position] = partial(function, *arguments, **keywords)
-        self.bound = array
 
 
 _NOT_OWNED = object()

@@ -3,11 +3,10 @@
 A plan is the recorder's steps minus those whose results nobody observes, over buffers that
 were allocated once at capture. Replaying copies the new inputs into the input buffers and calls
 each step; a step is one in-place array call (``out=``), so a replay builds no graph node and
-dispatches no op. The steps that only the results need wait until a result is read
+dispatches no op; the steps run as one generated function (:mod:`needle.compiler.replay_function`).
+The steps that only the results need wait until a result is read
 (:mod:`needle.compiler.deferred_results`).
 """
-import collections
-import operator
 import weakref
 
 import numpy
@@ -15,6 +14,7 @@ import numpy
 from .deferred_results import PendingResult, deferrable_steps
 from .indexed_updates import merge_indexed_updates
 from .input_binding import InputBinding, weak_buffers
+from .replay_function import replay_function
 
 
 class ReplayMismatch(Exception):
@@ -95,27 +95,35 @@ class Plan:
             other_uses |= step.writes
         owned = weak_buffers(set(known) | set(private) | set(observed) | other_uses, buffers or {})
         self.bindings = [InputBinding.find(buffer, runs, other_uses, owned) for buffer in input_buffers]
+        parameters = {}  # position in runs -> {argument index: (parameter, transposed)}
+        for parameter, binding in enumerate(b for b in self.bindings if b is not None):
+            for position, substitutions in binding.sites:
+                for index, transposed in substitutions:
+                    parameters.setdefault(position, {})[index] = (parameter, transposed)
+        self._replay = replay_function(runs, parameters)
 
     def __len__(self):
         return len(self.runs)
 
     def replay(self, input_arrays):
-        """Copy ``input_arrays`` into the input buffers (or bind the steps to them, see
-        :mod:`needle.compiler.input_binding`) and run every step but the deferred ones."""
+        """Copy ``input_arrays`` into the input buffers (or pass them to the steps that read them
+        in place, see :mod:`needle.compiler.input_binding`) and run every step but the deferred
+        ones, as one call (:mod:`needle.compiler.replay_function`)."""
         if self._pending:
             self._settle()
         self._finished = not self.deferred_runs
-        copyto, runs = numpy.copyto, self.runs
+        copyto, read_in_place = numpy.copyto, []
         for buffer, array, binding in zip(self.input_buffers, input_arrays, self.bindings):
             if binding is None:
                 copyto(buffer, array)
             elif binding.accepts(array):
-                # NOTE: the calls keep the caller's array until the next replay binds its own.
-                binding.bind(runs, array)
+                read_in_place.append(array)
+                binding.bound = array
             else:
-                binding.bind(runs, buffer)
                 copyto(buffer, array)
-        _run_all(runs)
+                read_in_place.append(buffer)
+                binding.bound = buffer
+        self._replay(*read_in_place)
         for source, target in self.writebacks:
             copyto(target, source)
 
@@ -144,14 +152,6 @@ class Plan:
         """After a failed guard: put back the state the replay began from."""
         for source, target in self.writebacks:
             numpy.copyto(source, target)
-
-
-_CALL = getattr(operator, "call", None) or (lambda run: run())  # NOTE: operator.call is new in Python 3.11
-
-
-def _run_all(runs, _drain=collections.deque(maxlen=0).extend, _call=_CALL):
-    """Call each of ``runs`` in order; the loop runs in C (a replay's steps are many, each short)."""
-    _drain(map(_call, runs))
 
 
 def _needed(steps, roots, keep_effects):

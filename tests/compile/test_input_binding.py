@@ -83,3 +83,37 @@ def test_a_freed_buffer_of_the_plan_does_not_stand_for_a_new_array():
     del freed
     assert binding.accepts(newcomer)
     assert owned[12345] is None  # a buffer the plan cannot name: an array with its id would be copied
+
+
+def test_the_replay_function_takes_the_inputs_read_in_place_as_parameters():
+    import functools
+
+    from needle.compiler.replay_function import replay_function
+
+    buffer, weight, out, total = np.zeros((2, 3)), np.arange(6.0).reshape(3, 2), np.zeros((2, 2)), np.zeros((3, 3))
+    calls = [
+        functools.partial(np.matmul, buffer, weight, out),  # reads the input
+        functools.partial(np.matmul, buffer.T, buffer, total),  # reads it twice, once transposed
+        functools.partial(np.multiply, out, 2.0, out=out),  # a keyword argument stays a constant
+    ]
+    replay = replay_function(calls, {0: {0: (0, False)}, 1: {0: (0, True), 1: (0, False)}})
+    batch = np.arange(6.0).reshape(2, 3)
+    replay(batch)
+    np.testing.assert_array_equal(out, 2 * (batch @ weight))
+    np.testing.assert_array_equal(total, batch.T @ batch)
+    assert not buffer.any(), "the buffer is not read or written when the batch is passed in its place"
+
+
+def test_a_long_plan_is_written_out_in_pieces_that_run_in_order():
+    import functools
+
+    from needle.compiler import replay_function as module
+
+    total, step = np.zeros(1), np.ones(1)
+    calls = [functools.partial(np.add, total, step, total) for _ in range(3 * module._CALLS_PER_FUNCTION + 5)]
+    calls.append(functools.partial(np.multiply, total, 2.0, total))  # last: the order matters
+    every_tenth = {position: {1: (0, False)} for position in range(0, len(calls) - 1, 10)}
+    replay = module.replay_function(calls, every_tenth)
+    replay(np.full(1, 3.0))
+    expected = 2 * (len(calls) - 1 + 2 * len(every_tenth))
+    assert total[0] == expected
