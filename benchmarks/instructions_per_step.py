@@ -30,9 +30,9 @@ import tempfile
 
 BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCHMARK_DIR)
-# Where each instruction ran, by the shared object callgrind names.
 # The steps besides the default fast path, one flag each.
 PATHS = ("floor", "course", "compiled")
+# Where each instruction ran, by the shared object callgrind names.
 PLACES = (("python", "libpython"), ("numpy", "_multiarray_umath"), ("blas", "openblas"), ("libc", "libc.so"))
 
 
