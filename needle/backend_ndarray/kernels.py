@@ -13,6 +13,11 @@ optimizers that call them own the semantics; the tests hold both sets to the sam
 """
 
 
+# The most elements an update's scratch holds: a larger weight is updated in pieces of this
+# size (128 KiB of float32), see ArrayRoutines._combine_scaled.
+SCRATCH_PIECE = 32768
+
+
 class Scratch:
     """Reusable scratch arrays for one owner (an optimizer): one flat buffer per array type and dtype.
 
@@ -78,29 +83,54 @@ class ArrayRoutines:
         """``weight -= lr * (gradient + weight_decay * weight)`` for each ``(weight, gradient)``."""
         xp = self.xp
         for weight, gradient in updates:
+            if not weight_decay:
+                self._combine_scaled(xp.subtract, weight, gradient, lr, scratch)
+                continue
             buffer = scratch.like(xp, weight)
-            if weight_decay:
-                xp.multiply(weight, weight_decay, out=buffer)
-                buffer += gradient
-                buffer *= lr
-            else:
-                xp.multiply(gradient, lr, out=buffer)
+            xp.multiply(weight, weight_decay, out=buffer)
+            buffer += gradient
+            buffer *= lr
             weight -= buffer
 
     def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
         """For each ``(weight, velocity, gradient)``:
         ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
         xp = self.xp
-        multiply, like = xp.multiply, scratch.like
+        combine = self._combine_scaled
         for weight, velocity, gradient in updates:
-            buffer = like(xp, weight)
             velocity *= momentum
             velocity += gradient
             if weight_decay:
-                multiply(weight, weight_decay, out=buffer)
-                velocity += buffer
-            multiply(velocity, step, out=buffer)
-            weight -= buffer
+                combine(xp.add, velocity, weight, weight_decay, scratch)
+            combine(xp.subtract, weight, velocity, step, scratch)
+
+    def _combine_scaled(self, operation, target, source, factor, scratch):
+        """``target = operation(target, source * factor)`` in place (``operation`` is ``xp.add``
+        or ``xp.subtract``), the product rounded on its own as ``target -= source * factor`` rounds it.
+
+        A large array goes through in pieces of at most ``SCRATCH_PIECE`` elements, so the
+        scratch stays a small buffer that the core's cache keeps: a scratch as large as the
+        weight is one more weight-sized array a step streams through, and at the benchmark's
+        H=128 it pushed the weights, velocities and gradients (three 400 KB arrays) out of a
+        2 MB L2 cache (docs/benchmarks.md, "The update's scratch, in pieces"). The arithmetic
+        is elementwise, so the values do not depend on the pieces.
+        """
+        xp, size = self.xp, target.size
+        if size <= SCRATCH_PIECE or source.shape != target.shape or not (
+            target.flags.c_contiguous and source.flags.c_contiguous
+        ):
+            buffer = scratch.like(xp, target)
+            xp.multiply(source, factor, out=buffer)
+            operation(target, buffer, out=target)
+            return
+        target, source = target.reshape(-1), source.reshape(-1)
+        piece, multiply = scratch.like(xp, target[:SCRATCH_PIECE]), xp.multiply
+        for start in range(0, size, SCRATCH_PIECE):
+            stop = start + SCRATCH_PIECE
+            part = target[start:stop]
+            buffer = piece if stop <= size else piece[: size - start]
+            multiply(source[start:stop], factor, out=buffer)
+            operation(part, buffer, out=part)
 
     def adam_steps(self, updates, hyper, scratch):
         """One Adam update of each ``(weight, first, second, gradient)``; ``hyper`` is an :class:`AdamScalars`."""
