@@ -6,7 +6,10 @@ On a shared machine a 3% change in per-step Python overhead hides in the timing 
 instructions of one step split by where they run: the Python interpreter (the framework's own
 overhead), numpy's dispatch and loops, BLAS (the arithmetic of the products) and the C library.
 Instructions are not time (a pass over a large array costs its memory traffic), so use it to
-compare the Python overhead of two versions, and timings for the rest.
+compare the Python overhead of two versions, and timings for the rest. ``--cache`` adds
+callgrind's cache model (a 48 KiB L1 and a 2 MiB last level, the L2 of the Intel Xeon the
+figures in docs/benchmarks.md came from) and prints the last-level data misses of one step:
+how much of a step's memory traffic leaves the core's cache, again without noise.
 
 The data is random and MNIST-shaped, so no download is needed; the step is the one
 ``needle_mlp.NeedleMLP`` times (``--course`` counts the course's ``loss.backward()`` step of
@@ -18,6 +21,7 @@ Usage:
     python benchmarks/instructions_per_step.py --course
     python benchmarks/instructions_per_step.py --compiled
     python benchmarks/instructions_per_step.py --floor
+    python benchmarks/instructions_per_step.py --compiled --cache
 """
 import argparse
 import collections
@@ -34,6 +38,12 @@ REPO_ROOT = os.path.dirname(BENCHMARK_DIR)
 PATHS = ("floor", "course", "compiled")
 # Where each instruction ran, by the shared object callgrind names.
 PLACES = (("python", "libpython"), ("numpy", "_multiarray_umath"), ("blas", "openblas"), ("libc", "libc.so"))
+# --cache: callgrind's cache model, sized as the core of the machine the documented figures
+# came from (size, associativity, line size in bytes): 32 KiB L1i, 48 KiB L1d, 2 MiB L2 as the last level.
+CACHE_MODEL = ("--cache-sim=yes", "--I1=32768,8,64", "--D1=49152,12,64", "--LL=2097152,16,64")
+# The events read per shared object: instructions, and with --cache the last-level data misses.
+EVENTS = ("Ir",)
+CACHE_EVENTS = ("Ir", "DLmr", "DLmw")
 
 
 def run_steps(args):
@@ -65,20 +75,26 @@ def run_steps(args):
 
 
 def counted(args, steps, folder):
-    """Instructions by shared object for a child run of ``steps`` steps."""
+    """Counts by (shared object, event) for a child run of ``steps`` steps (events: ``Ir``, and with
+    ``--cache`` the last-level data read and write misses ``DLmr``, ``DLmw``)."""
     out = os.path.join(folder, f"callgrind.{steps}.out")
     child = [sys.executable, os.path.abspath(__file__), "--child", "--steps", str(steps),
              "--hidden", str(args.hidden), "--batch-size", str(args.batch_size)] + [f"--{path}" for path in PATHS if getattr(args, path)]
     env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + child,
+    model = list(CACHE_MODEL) if args.cache else []
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + model + child,
                    env=env, check=True, capture_output=True)
-    report = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", out],
+    events = CACHE_EVENTS if args.cache else EVENTS
+    report = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", f"--show={','.join(events)}", out],
                             check=True, capture_output=True, text=True).stdout
-    by_object = collections.Counter()
+    by_object = collections.Counter()  # (shared object, event) -> count
     for line in report.splitlines():
-        match = re.match(r"\s*([\d,]+) \([^)]*\)\s+.*\[(.*)\]$", line)
-        if match:
-            by_object[os.path.basename(match.group(2))] += int(match.group(1).replace(",", ""))
+        match = re.match(r"\s*((?:(?:[\d,]+ \([^)]*\)|\.)\s+)+).*\[(.*)\]$", line)
+        if not match:
+            continue
+        counts = re.findall(r"([\d,]+) \([^)]*\)|(\.)", match.group(1))
+        for event, (number, dot) in zip(events, counts):
+            by_object[(os.path.basename(match.group(2)), event)] += 0 if dot else int(number.replace(",", ""))
     return by_object
 
 
@@ -90,6 +106,7 @@ def main(argv=None):
     parser.add_argument("--floor", action="store_true", help="count the hand-written numpy floor instead of needle")
     parser.add_argument("--course", action="store_true", help="count the course's loss.backward() step, not the fast path's")
     parser.add_argument("--compiled", action="store_true", help="count the ndl.compile replay of the course step")
+    parser.add_argument("--cache", action="store_true", help="also count last-level (2 MiB) data cache misses a step")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -98,11 +115,16 @@ def main(argv=None):
         parser.error("needs valgrind and callgrind_annotate (apt-get install valgrind)")
     with tempfile.TemporaryDirectory() as folder:
         before, after = counted(args, 0, folder), counted(args, args.steps, folder)
-    per_step = {name: (after[name] - before.get(name, 0)) / args.steps for name in after}
-    total = sum(per_step.values())
-    parts = [f"{label} {sum(v for name, v in per_step.items() if key in name) / 1e3:.1f}K" for label, key in PLACES]
+    per_step = {key: (after[key] - before.get(key, 0)) / args.steps for key in after}
+    instructions = {name: count for (name, event), count in per_step.items() if event == "Ir"}
+    total = sum(instructions.values())
+    parts = [f"{label} {sum(v for name, v in instructions.items() if key in name) / 1e3:.1f}K" for label, key in PLACES]
     who = "floor" if args.floor else "needle backward()" if args.course else "needle compiled" if args.compiled else "needle"
     print(f"{who} H={args.hidden} batch {args.batch_size}: {total / 1e3:.1f}K instructions a step ({', '.join(parts)})")
+    if args.cache:
+        reads = sum(count for (_, event), count in per_step.items() if event == "DLmr")
+        writes = sum(count for (_, event), count in per_step.items() if event == "DLmw")
+        print(f"  last-level (2 MiB) data misses a step: {(reads + writes) / 1e3:.1f}K ({reads / 1e3:.1f}K reads, {writes / 1e3:.1f}K writes)")
 
 
 if __name__ == "__main__":
