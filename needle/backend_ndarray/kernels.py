@@ -13,8 +13,9 @@ optimizers that call them own the semantics; the tests hold both sets to the sam
 """
 
 
-# The most elements an update's scratch holds: a larger weight is updated in pieces of this
-# size (128 KiB of float32), see ArrayRoutines._combine_scaled.
+# The most elements the SGD updates' scratch holds (with or without momentum; plain SGD with
+# weight decay and Adam still take a whole-size one): a larger weight is updated in pieces of
+# this size (128 KiB of float32), see ArrayRoutines._combine_scaled.
 SCRATCH_PIECE = 32768
 
 
