@@ -108,6 +108,12 @@ def machine_description(device):
         except Exception as error:
             versions.append(f"cupy unavailable ({error})")
     lines.append(", ".join(versions))
+    try:
+        from needle.backend_ndarray import fused_updates
+
+        lines.append(f"needle's SGD updates: {fused_updates.describe()}")
+    except ImportError:
+        pass
     return lines
 
 

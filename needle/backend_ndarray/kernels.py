@@ -11,7 +11,7 @@ The routines hold no mutable state of their own: the optimizer updates take the 
 buffer. The routines take and return the raw arrays of the device's module. The ops and
 optimizers that call them own the semantics; the tests hold both sets to the same values.
 """
-
+from . import fused_updates
 
 # The most elements the SGD updates' scratch holds (with or without momentum; plain SGD with
 # weight decay and Adam still take a whole-size one): a larger weight is updated in pieces of
@@ -78,13 +78,20 @@ class ArrayRoutines:
 
     def __init__(self, xp):
         self.xp = xp
+        # NOTE: numpy arrays only (CuPy's export no host buffer); None when the C extension is
+        # not built or is turned off, and the updates are the numpy calls below.
+        on_host = xp.__name__ == "numpy"
+        self._fused_momentum_step = fused_updates.momentum_step if on_host else None
+        self._fused_sgd_step = fused_updates.sgd_step if on_host else None
 
     # ---- optimizer updates (in place), every parameter of one step in one call -------------
     def sgd_steps(self, updates, lr, weight_decay, scratch):
         """``weight -= lr * (gradient + weight_decay * weight)`` for each ``(weight, gradient)``."""
-        xp = self.xp
+        xp, fused = self.xp, self._fused_sgd_step
         for weight, gradient in updates:
             if not weight_decay:
+                if fused is not None and fused(weight, gradient, lr):
+                    continue  # one pass, the values of the numpy calls below
                 self._combine_scaled(xp.subtract, weight, gradient, lr, scratch)
                 continue
             buffer = scratch.like(xp, weight)
@@ -96,14 +103,15 @@ class ArrayRoutines:
     def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
         """For each ``(weight, velocity, gradient)``:
         ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
-        xp = self.xp
-        combine = self._combine_scaled
+        combine, fused = self._combine_scaled, self._fused_momentum_step
         for weight, velocity, gradient in updates:
+            if fused is not None and fused(weight, velocity, gradient, momentum, step, weight_decay):
+                continue  # one pass, the values of the numpy calls below
             velocity *= momentum
             velocity += gradient
             if weight_decay:
-                combine(xp.add, velocity, weight, weight_decay, scratch)
-            combine(xp.subtract, weight, velocity, step, scratch)
+                combine(self.xp.add, velocity, weight, weight_decay, scratch)
+            combine(self.xp.subtract, weight, velocity, step, scratch)
 
     def _combine_scaled(self, operation, target, source, factor, scratch):
         """``target = operation(target, source * factor)`` in place (``operation`` is ``xp.add``

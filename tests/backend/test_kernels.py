@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import needle as ndl
-from needle.backend_ndarray.kernels import SCRATCH_PIECE, AdamScalars, Scratch, SoftmaxCrossEntropySaved
+from needle.backend_ndarray import fused_updates
+from needle.backend_ndarray.kernels import SCRATCH_PIECE, AdamScalars, ArrayRoutines, Scratch, SoftmaxCrossEntropySaved
 from needle.backend_ndarray.kernels_cupy import CupyKernels
 
 from host_cupy import compiler_available, host_cupy
@@ -184,7 +185,11 @@ def test_each_scratch_owns_its_memory():
 def test_the_routines_keep_no_mutable_state(device):
     """All per-step memory comes from the caller's Scratch, so threads cannot collide inside the routines."""
     kernels = device.kernels
-    state = {name: value for name, value in vars(kernels).items() if name != "xp" and not callable(value)}
+    # NOTE: the _fused_* slots hold the C updates or None (never built for a GPU module): fixed at construction.
+    state = {
+        name: value for name, value in vars(kernels).items()
+        if name != "xp" and not callable(value) and not (name.startswith("_fused_") and value is None)
+    }
     if isinstance(kernels, CupyKernels):
         state.pop("_dummies")  # the empty slots' placeholders: no kernel reads or writes them
     assert state == {}
@@ -316,9 +321,21 @@ def test_the_old_names_of_the_kernels_still_import():
     assert fused_cupy.CupyKernels is kernels_cupy.CupyKernels
 
 
+@pytest.fixture(params=["fused", "numpy calls"])
+def cpu_kernels(request):
+    """The CPU's routines with the one-pass C updates (when built) and with the numpy calls only."""
+    kernels = ArrayRoutines(np)
+    if request.param == "fused":
+        if kernels._fused_momentum_step is None:
+            pytest.skip(f"the updates are {fused_updates.describe()}")
+    else:
+        kernels._fused_momentum_step = kernels._fused_sgd_step = None
+    return kernels
+
+
 @pytest.mark.parametrize("shape", [(SCRATCH_PIECE,), (SCRATCH_PIECE + 1,), (300, 250), (3 * SCRATCH_PIECE,)])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-def test_a_large_update_in_pieces_equals_the_whole_array_arithmetic_bit_for_bit(shape, weight_decay):
+def test_a_large_update_equals_the_whole_array_arithmetic_bit_for_bit(shape, weight_decay, cpu_kernels):
     weight, velocity, gradient = (draw(*shape, seed=s) for s in (1, 2, 3))
     # The reference: every pass over the whole array, the product rounded on its own.
     expected_velocity = velocity * np.float32(0.9) + gradient
@@ -328,20 +345,19 @@ def test_a_large_update_in_pieces_equals_the_whole_array_arithmetic_bit_for_bit(
     expected_sgd = weight - gradient * 0.1
     weight_m, velocity_m, weight_s = weight.copy(), velocity.copy(), weight.copy()
     scratch = Scratch()
-    kernels = ndl.cpu().kernels
-    kernels.momentum_steps([(weight_m, velocity_m, gradient)], 0.9, 0.01, weight_decay, scratch)
-    kernels.sgd_steps([(weight_s, gradient)], 0.1, 0.0, scratch)
+    cpu_kernels.momentum_steps([(weight_m, velocity_m, gradient)], 0.9, 0.01, weight_decay, scratch)
+    cpu_kernels.sgd_steps([(weight_s, gradient)], 0.1, 0.0, scratch)
     assert np.array_equal(velocity_m, expected_velocity) and np.array_equal(weight_m, expected_weight)
     assert np.array_equal(weight_s, expected_sgd)
     assert all(buffer.size <= SCRATCH_PIECE for buffer in scratch._buffers.values())
 
 
-def test_a_strided_weight_is_updated_whole_and_in_place():
+def test_a_strided_weight_is_updated_whole_and_in_place(cpu_kernels):
     base = draw(400, 300)
     weight = base.T  # not C-contiguous: no flat pieces of it exist
     gradient, velocity = draw(300, 400, seed=2), draw(300, 400, seed=3)
     expected_velocity = velocity * np.float32(0.9) + gradient
     expected = weight - expected_velocity * 0.01
-    ndl.cpu().kernels.momentum_steps([(weight, velocity, gradient)], 0.9, 0.01, 0.0, Scratch())
+    cpu_kernels.momentum_steps([(weight, velocity, gradient)], 0.9, 0.01, 0.0, Scratch())
     assert np.array_equal(weight, expected) and np.array_equal(velocity, expected_velocity)
     assert np.array_equal(base.T, expected)  # the update wrote through the view

@@ -1,0 +1,173 @@
+/* The SGD updates as one pass over the arrays: the same arithmetic as needle's numpy calls.
+ *
+ * ArrayRoutines (kernels.py) writes an update as in-place numpy calls, one pass over the
+ * weight-sized arrays each: momentum SGD is four or five such passes. Here each element is
+ * loaded once and every operation is rounded as the numpy call rounds it, in the same order
+ * (built with -ffp-contract=off: no fused multiply-add), so the values are bitwise those of
+ * the numpy calls; only the memory traffic and the Python calls go.
+ *
+ * Every function takes the arrays through the buffer protocol and returns False, having
+ * changed nothing, when one is not a writable (where written) C-contiguous float32 or float64
+ * buffer of the weight's size, or when two of them share memory: the caller then runs the
+ * numpy calls, which handle every other case. CuPy arrays export no buffer, so they fall back.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+enum { FLOAT32, FLOAT64, UNSUPPORTED };
+
+static int element_type(const Py_buffer *view)
+{
+    const char *format = view->format ? view->format : "B";
+    if (format[0] == '<' || format[0] == '=' || format[0] == '@')
+        format++;
+    if (strcmp(format, "f") == 0 && view->itemsize == 4)
+        return FLOAT32;
+    if (strcmp(format, "d") == 0 && view->itemsize == 8)
+        return FLOAT64;
+    return UNSUPPORTED;
+}
+
+static int overlap(const Py_buffer *a, const Py_buffer *b)
+{
+    const char *a_start = a->buf, *b_start = b->buf;
+    return a_start < b_start + b->len && b_start < a_start + a->len;
+}
+
+/* Acquire ``count`` buffers (the first ``writable`` of them writable); 1 when all are usable
+ * alike (one element type, one size, no shared memory), else 0 with none held. */
+static int acquire(PyObject **objects, Py_buffer *views, int count, int writable, int *type)
+{
+    int held = 0;
+    for (; held < count; held++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (held < writable ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objects[held], &views[held], flags) != 0) {
+            PyErr_Clear();
+            goto refuse;
+        }
+    }
+    *type = element_type(&views[0]);
+    if (*type == UNSUPPORTED)
+        goto refuse;
+    for (int i = 1; i < count; i++) {
+        if (element_type(&views[i]) != *type || views[i].len != views[0].len)
+            goto refuse;
+        for (int j = 0; j < i; j++)
+            if (overlap(&views[i], &views[j]))
+                goto refuse;
+    }
+    return 1;
+refuse:
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return 0;
+}
+
+static void release(Py_buffer *views, int count)
+{
+    for (int i = 0; i < count; i++)
+        PyBuffer_Release(&views[i]);
+}
+
+/* velocity = momentum * velocity + gradient (+ weight_decay * weight); weight -= step * velocity.
+ * The numpy calls it replaces: velocity *= momentum; velocity += gradient;
+ * velocity += weight * weight_decay (when weight_decay); weight -= velocity * step. */
+#define MOMENTUM_LOOP(T)                                                                 \
+    do {                                                                                 \
+        T *w = views[0].buf, *v = views[1].buf;                                          \
+        const T *g = views[2].buf;                                                       \
+        const T m = (T)momentum, s = (T)step, d = (T)weight_decay;                       \
+        Py_ssize_t n = views[0].len / (Py_ssize_t)sizeof(T);                             \
+        if (weight_decay != 0.0) {                                                       \
+            for (Py_ssize_t i = 0; i < n; i++) {                                         \
+                T u = v[i] * m;                                                          \
+                u = u + g[i];                                                            \
+                u = u + w[i] * d;                                                        \
+                v[i] = u;                                                                \
+                w[i] = w[i] - u * s;                                                     \
+            }                                                                            \
+        } else {                                                                         \
+            for (Py_ssize_t i = 0; i < n; i++) {                                         \
+                T u = v[i] * m;                                                          \
+                u = u + g[i];                                                            \
+                v[i] = u;                                                                \
+                w[i] = w[i] - u * s;                                                     \
+            }                                                                            \
+        }                                                                                \
+    } while (0)
+
+static PyObject *momentum_step(PyObject *module, PyObject *args)
+{
+    PyObject *objects[3];
+    double momentum, step, weight_decay;
+    if (!PyArg_ParseTuple(args, "OOOddd:momentum_step", &objects[0], &objects[1], &objects[2],
+                          &momentum, &step, &weight_decay))
+        return NULL;
+    Py_buffer views[3];
+    int type;
+    if (!acquire(objects, views, 3, 2, &type))
+        Py_RETURN_FALSE;
+    Py_BEGIN_ALLOW_THREADS
+    if (type == FLOAT32)
+        MOMENTUM_LOOP(float);
+    else
+        MOMENTUM_LOOP(double);
+    Py_END_ALLOW_THREADS
+    release(views, 3);
+    Py_RETURN_TRUE;
+}
+
+/* weight -= lr * gradient. The numpy call it replaces: weight -= gradient * lr. */
+#define SGD_LOOP(T)                                                                      \
+    do {                                                                                 \
+        T *w = views[0].buf;                                                             \
+        const T *g = views[1].buf;                                                       \
+        const T r = (T)lr;                                                               \
+        Py_ssize_t n = views[0].len / (Py_ssize_t)sizeof(T);                             \
+        for (Py_ssize_t i = 0; i < n; i++)                                               \
+            w[i] = w[i] - g[i] * r;                                                      \
+    } while (0)
+
+static PyObject *sgd_step(PyObject *module, PyObject *args)
+{
+    PyObject *objects[2];
+    double lr;
+    if (!PyArg_ParseTuple(args, "OOd:sgd_step", &objects[0], &objects[1], &lr))
+        return NULL;
+    Py_buffer views[2];
+    int type;
+    if (!acquire(objects, views, 2, 1, &type))
+        Py_RETURN_FALSE;
+    Py_BEGIN_ALLOW_THREADS
+    if (type == FLOAT32)
+        SGD_LOOP(float);
+    else
+        SGD_LOOP(double);
+    Py_END_ALLOW_THREADS
+    release(views, 2);
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef methods[] = {
+    {"momentum_step", momentum_step, METH_VARARGS,
+     "momentum_step(weight, velocity, gradient, momentum, step, weight_decay) -> bool\n\n"
+     "velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity,\n"
+     "in one pass, rounded as the numpy calls round it. False (nothing changed) when an array\n"
+     "is not a C-contiguous float32/float64 buffer of the weight's size, or two share memory."},
+    {"sgd_step", sgd_step, METH_VARARGS,
+     "sgd_step(weight, gradient, lr) -> bool\n\n"
+     "weight -= lr * gradient in one pass, rounded as numpy rounds it; False as momentum_step."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef fused_updates_module = {
+    PyModuleDef_HEAD_INIT, "_fused_updates",
+    "needle's SGD updates as one pass over the arrays (see needle/backend_ndarray/fused_updates.py).",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fused_updates(void)
+{
+    return PyModule_Create(&fused_updates_module);
+}

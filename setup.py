@@ -1,0 +1,24 @@
+"""What pyproject.toml cannot say: the optional C extension of the SGD updates.
+
+``needle/backend_ndarray/_fused_updates.c`` runs momentum SGD as one pass over the arrays, with
+the values of the numpy calls it replaces (see needle/backend_ndarray/fused_updates.py). It is
+optional: where no C compiler is found the install still succeeds and needle runs the numpy calls.
+"""
+import sys
+
+from setuptools import Extension, setup
+
+# NOTE: -ffp-contract=off keeps a * b + c two roundings, as numpy's two calls round it (a
+# compiler may otherwise fuse them into one multiply-add where the target CPU has one).
+COMPILE_ARGS = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "needle.backend_ndarray._fused_updates",
+            ["needle/backend_ndarray/_fused_updates.c"],
+            extra_compile_args=COMPILE_ARGS,
+            optional=True,
+        )
+    ]
+)
