@@ -1,6 +1,6 @@
 """What pyproject.toml cannot say: the optional C extension of the SGD updates.
 
-``needle/backend_ndarray/_fused_updates.c`` runs momentum SGD as one pass over the arrays, with
+``needle/backend_ndarray/_fused_updates.c`` runs SGD and Adam as one pass over the arrays, with
 the values of the numpy calls it replaces (see needle/backend_ndarray/fused_updates.py). It is
 optional: where no C compiler is found the install still succeeds and needle runs the numpy calls.
 """
@@ -10,7 +10,8 @@ from setuptools import Extension, setup
 
 # NOTE: -ffp-contract=off keeps a * b + c two roundings, as numpy's two calls round it (a
 # compiler may otherwise fuse them into one multiply-add where the target CPU has one).
-COMPILE_ARGS = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
+# -fno-math-errno lets sqrt be the CPU's instruction (its values are IEEE's either way).
+COMPILE_ARGS = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off", "-fno-math-errno"]
 
 setup(
     ext_modules=[

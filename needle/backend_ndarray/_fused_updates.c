@@ -6,6 +6,8 @@
  * (built with -ffp-contract=off: no fused multiply-add), so the values are bitwise those of
  * the numpy calls; only the memory traffic and the Python calls go.
  *
+ * Adam likewise replaces the eleven calls of ArrayRoutines.adam_steps.
+ *
  * Every function takes the arrays through the buffer protocol and returns False, having
  * changed nothing, when one is not a writable (where written) C-contiguous float32 or float64
  * buffer of the weight's size, or when two of them share memory: the caller then runs the
@@ -13,6 +15,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
 
 enum { FLOAT32, FLOAT64, UNSUPPORTED };
@@ -149,6 +152,61 @@ static PyObject *sgd_step(PyObject *module, PyObject *args)
     Py_RETURN_TRUE;
 }
 
+/* One Adam update, the calls of ArrayRoutines.adam_steps in their order:
+ * gradient = gradient + weight_decay * weight (when weight_decay);
+ * first = first * beta1 + gradient * (1 - beta1); second = second * beta2 + (gradient * gradient) * (1 - beta2);
+ * weight -= first / (sqrt(second) * inverse_sqrt_c2 + eps) * step_size. */
+#define ADAM_LOOP(T, SQRT)                                                               \
+    do {                                                                                 \
+        T *w = views[0].buf, *m = views[1].buf, *v = views[2].buf;                       \
+        const T *g = views[3].buf;                                                       \
+        const T b1 = (T)beta1, k1 = (T)one_minus_beta1, b2 = (T)beta2;                   \
+        const T k2 = (T)one_minus_beta2, c = (T)inverse_sqrt_c2, e = (T)eps;             \
+        const T a = (T)step_size, d = (T)weight_decay;                                   \
+        Py_ssize_t n = views[0].len / (Py_ssize_t)sizeof(T);                             \
+        for (Py_ssize_t i = 0; i < n; i++) {                                             \
+            T grad = g[i];                                                               \
+            if (weight_decay != 0.0)                                                     \
+                grad = grad + w[i] * d;                                                  \
+            T first = m[i] * b1;                                                         \
+            first = first + grad * k1;                                                   \
+            T square = grad * grad;                                                      \
+            square = square * k2;                                                        \
+            T second = v[i] * b2;                                                        \
+            second = second + square;                                                    \
+            T denominator = SQRT(second);                                                \
+            denominator = denominator * c;                                               \
+            denominator = denominator + e;                                               \
+            T change = first / denominator;                                              \
+            change = change * a;                                                         \
+            m[i] = first;                                                                \
+            v[i] = second;                                                               \
+            w[i] = w[i] - change;                                                        \
+        }                                                                                \
+    } while (0)
+
+static PyObject *adam_step(PyObject *module, PyObject *args)
+{
+    PyObject *objects[4];
+    double beta1, one_minus_beta1, beta2, one_minus_beta2, inverse_sqrt_c2, eps, step_size, weight_decay;
+    if (!PyArg_ParseTuple(args, "OOOOdddddddd:adam_step", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &beta1, &one_minus_beta1, &beta2, &one_minus_beta2, &inverse_sqrt_c2, &eps,
+                          &step_size, &weight_decay))
+        return NULL;
+    Py_buffer views[4];
+    int type;
+    if (!acquire(objects, views, 4, 3, &type))
+        Py_RETURN_FALSE;
+    Py_BEGIN_ALLOW_THREADS
+    if (type == FLOAT32)
+        ADAM_LOOP(float, sqrtf);
+    else
+        ADAM_LOOP(double, sqrt);
+    Py_END_ALLOW_THREADS
+    release(views, 4);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"momentum_step", momentum_step, METH_VARARGS,
      "momentum_step(weight, velocity, gradient, momentum, step, weight_decay) -> bool\n\n"
@@ -158,6 +216,11 @@ static PyMethodDef methods[] = {
     {"sgd_step", sgd_step, METH_VARARGS,
      "sgd_step(weight, gradient, lr) -> bool\n\n"
      "weight -= lr * gradient in one pass, rounded as numpy rounds it; False as momentum_step."},
+    {"adam_step", adam_step, METH_VARARGS,
+     "adam_step(weight, first, second, gradient, beta1, 1 - beta1, beta2, 1 - beta2, inverse_sqrt_c2,\n"
+     "          eps, step_size, weight_decay) -> bool\n\n"
+     "One Adam update in one pass, rounded as ArrayRoutines.adam_steps's numpy calls round it;\n"
+     "False as momentum_step."},
     {NULL, NULL, 0, NULL},
 };
 

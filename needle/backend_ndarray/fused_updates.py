@@ -1,7 +1,7 @@
-"""The SGD updates in one pass over the arrays, from the C extension ``_fused_updates``.
+"""The SGD and Adam updates in one pass over the arrays, from the C extension ``_fused_updates``.
 
 ``ArrayRoutines`` writes an update as in-place numpy calls, each a pass over weight-sized arrays
-(momentum SGD takes four, with a scratch for the products). The extension does the same
+(momentum SGD takes four, Adam eleven, with a scratch for the products). The extension does the same
 arithmetic element by element in one pass, each operation rounded as the numpy call rounds it,
 so the values are bitwise equal and a fused step, an unfused one and a compiled replay agree.
 
@@ -9,7 +9,7 @@ so the values are bitwise equal and a fused step, an unfused one and a compiled 
 the install succeeds and every update runs as numpy calls. ``NEEDLE_FUSED_UPDATES=0`` in the
 environment turns it off, to compare the two (benchmarks/mnist_mlp.py's figures name which ran).
 
-``momentum_step`` and ``sgd_step`` are None without the extension; each returns False, changing
+``momentum_step``, ``sgd_step`` and ``adam_step`` are None without the extension; each returns False, changing
 nothing, for arrays it does not take (not C-contiguous float32/float64 buffers of one size, or
 sharing memory; CuPy arrays), and the caller then makes the numpy calls.
 """
@@ -24,6 +24,7 @@ ENABLED = _fused_updates is not None and os.environ.get("NEEDLE_FUSED_UPDATES", 
 
 momentum_step = _fused_updates.momentum_step if ENABLED else None
 sgd_step = _fused_updates.sgd_step if ENABLED else None
+adam_step = _fused_updates.adam_step if ENABLED else None
 
 
 def describe() -> str:

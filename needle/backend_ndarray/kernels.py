@@ -83,6 +83,7 @@ class ArrayRoutines:
         on_host = xp.__name__ == "numpy"
         self._fused_momentum_step = fused_updates.momentum_step if on_host else None
         self._fused_sgd_step = fused_updates.sgd_step if on_host else None
+        self._fused_adam_step = fused_updates.adam_step if on_host else None
 
     # ---- optimizer updates (in place), every parameter of one step in one call -------------
     def sgd_steps(self, updates, lr, weight_decay, scratch):
@@ -143,8 +144,13 @@ class ArrayRoutines:
 
     def adam_steps(self, updates, hyper, scratch):
         """One Adam update of each ``(weight, first, second, gradient)``; ``hyper`` is an :class:`AdamScalars`."""
-        xp = self.xp
+        xp, fused = self.xp, self._fused_adam_step
         for weight, first, second, gradient in updates:
+            if fused is not None and fused(
+                weight, first, second, gradient, hyper.beta1, 1 - hyper.beta1, hyper.beta2, 1 - hyper.beta2,
+                hyper.inverse_sqrt_c2, hyper.eps, hyper.step_size, hyper.weight_decay,
+            ):
+                continue  # one pass, the values of the numpy calls below
             buffer = scratch.like(xp, weight)
             if hyper.weight_decay:
                 gradient = gradient + hyper.weight_decay * weight

@@ -13,7 +13,7 @@ import pytest
 
 import needle as ndl
 from needle.backend_ndarray import fused_updates
-from needle.backend_ndarray.kernels import ArrayRoutines, Scratch
+from needle.backend_ndarray.kernels import AdamScalars, ArrayRoutines, Scratch
 
 built = pytest.mark.skipif(not fused_updates.ENABLED, reason=f"the updates are {fused_updates.describe()}")
 
@@ -31,7 +31,7 @@ def test_ci_builds_the_extension():
 
 def numpy_only():
     kernels = ArrayRoutines(np)
-    kernels._fused_momentum_step = kernels._fused_sgd_step = None
+    kernels._fused_momentum_step = kernels._fused_sgd_step = kernels._fused_adam_step = None
     return kernels
 
 
@@ -54,6 +54,27 @@ def test_every_step_equals_the_numpy_calls_bit_for_bit(dtype, shape, weight_deca
     (w_fused, v_fused), (w_numpy, v_numpy) = states
     assert w_fused.tobytes() == w_numpy.tobytes() and v_fused.tobytes() == v_numpy.tobytes()
     assert not np.array_equal(w_fused, weight)  # the steps did change the weight
+
+
+@built
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (5, 3), (784, 128)])
+@pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
+def test_every_adam_step_equals_the_numpy_calls_bit_for_bit(dtype, shape, weight_decay):
+    weight = draw(shape, dtype, 1)
+    fused, reference = ArrayRoutines(np), numpy_only()
+    states = [[weight.copy(), np.zeros_like(weight), np.zeros_like(weight)] for _ in range(2)]
+    for t in range(1, 7):
+        gradient = draw(shape, dtype, 10 + t)
+        hyper = AdamScalars(0.9, 0.999, 1e-8, weight_decay, step_size=0.01 / (1 - 0.9**t),
+                            inverse_sqrt_c2=1 / np.sqrt(1 - 0.999**t).item())
+        for kernels, (w, m, v) in zip((fused, reference), states):
+            kernels.adam_steps([(w, m, v, gradient)], hyper, Scratch())
+    for fused_array, numpy_array in zip(*states):
+        assert fused_array.tobytes() == numpy_array.tobytes()
+    assert not np.array_equal(states[0][0], weight)
+    w, m, v = states[0]
+    assert fused_updates.adam_step(w, m, v, gradient, 0.9, 0.1, 0.999, 0.001, 1.0, 1e-8, 0.01, weight_decay) is True
 
 
 @built
@@ -94,6 +115,8 @@ def test_what_it_does_not_take_is_refused_and_left_unchanged(why, weight, veloci
         gradient = weight
     before = [np.array(a, copy=True) for a in (weight, velocity, gradient)]
     assert fused_updates.momentum_step(weight, velocity, gradient, 0.9, 0.01, 0.0) is False
+    second = velocity if isinstance(velocity, list) else np.zeros_like(velocity)
+    assert fused_updates.adam_step(weight, velocity, second, gradient, 0.9, 0.1, 0.999, 0.001, 1.0, 1e-8, 0.1, 0.0) is False
     if sgd:
         assert fused_updates.sgd_step(weight, gradient, 0.1) is False
     for array, saved in zip((weight, velocity, gradient), before):

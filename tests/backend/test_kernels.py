@@ -329,7 +329,7 @@ def cpu_kernels(request):
         if kernels._fused_momentum_step is None:
             pytest.skip(f"the updates are {fused_updates.describe()}")
     else:
-        kernels._fused_momentum_step = kernels._fused_sgd_step = None
+        kernels._fused_momentum_step = kernels._fused_sgd_step = kernels._fused_adam_step = None
     return kernels
 
 
