@@ -121,22 +121,32 @@ static PyObject *momentum_step(PyObject *module, PyObject *args)
     Py_RETURN_TRUE;
 }
 
-/* weight -= lr * gradient. The numpy call it replaces: weight -= gradient * lr. */
+/* weight -= lr * (gradient + weight_decay * weight). The numpy calls it replaces: weight -= gradient * lr
+ * without weight decay; with it, t = weight * weight_decay; t += gradient; t *= lr; weight -= t. */
 #define SGD_LOOP(T)                                                                      \
     do {                                                                                 \
         T *w = views[0].buf;                                                             \
         const T *g = views[1].buf;                                                       \
-        const T r = (T)lr;                                                               \
+        const T r = (T)lr, d = (T)weight_decay;                                          \
         Py_ssize_t n = views[0].len / (Py_ssize_t)sizeof(T);                             \
-        for (Py_ssize_t i = 0; i < n; i++)                                               \
-            w[i] = w[i] - g[i] * r;                                                      \
+        if (weight_decay != 0.0) {                                                       \
+            for (Py_ssize_t i = 0; i < n; i++) {                                         \
+                T t = w[i] * d;                                                          \
+                t = t + g[i];                                                            \
+                t = t * r;                                                               \
+                w[i] = w[i] - t;                                                         \
+            }                                                                            \
+        } else {                                                                         \
+            for (Py_ssize_t i = 0; i < n; i++)                                           \
+                w[i] = w[i] - g[i] * r;                                                  \
+        }                                                                                \
     } while (0)
 
 static PyObject *sgd_step(PyObject *module, PyObject *args)
 {
     PyObject *objects[2];
-    double lr;
-    if (!PyArg_ParseTuple(args, "OOd:sgd_step", &objects[0], &objects[1], &lr))
+    double lr, weight_decay;
+    if (!PyArg_ParseTuple(args, "OOdd:sgd_step", &objects[0], &objects[1], &lr, &weight_decay))
         return NULL;
     Py_buffer views[2];
     int type;
@@ -214,8 +224,9 @@ static PyMethodDef methods[] = {
      "in one pass, rounded as the numpy calls round it. False (nothing changed) when an array\n"
      "is not a C-contiguous float32/float64 buffer of the weight's size, or two share memory."},
     {"sgd_step", sgd_step, METH_VARARGS,
-     "sgd_step(weight, gradient, lr) -> bool\n\n"
-     "weight -= lr * gradient in one pass, rounded as numpy rounds it; False as momentum_step."},
+     "sgd_step(weight, gradient, lr, weight_decay) -> bool\n\n"
+     "weight -= lr * (gradient + weight_decay * weight) in one pass, rounded as the numpy calls\n"
+     "round it; False as momentum_step."},
     {"adam_step", adam_step, METH_VARARGS,
      "adam_step(weight, first, second, gradient, beta1, 1 - beta1, beta2, 1 - beta2, inverse_sqrt_c2,\n"
      "          eps, step_size, weight_decay) -> bool\n\n"

@@ -13,9 +13,10 @@ optimizers that call them own the semantics; the tests hold both sets to the sam
 """
 from . import fused_updates
 
-# The most elements the SGD updates' scratch holds (with or without momentum; plain SGD with
-# weight decay and Adam still take a whole-size one): a larger weight is updated in pieces of
-# this size (128 KiB of float32), see ArrayRoutines._combine_scaled.
+# The most elements the SGD updates' scratch holds when they run as numpy calls (with or without
+# momentum; plain SGD with weight decay and Adam take a whole-size one): a larger weight is
+# updated in pieces of this size (128 KiB of float32), see ArrayRoutines._combine_scaled. With
+# the C extension built (fused_updates.py) the updates take no scratch at all.
 SCRATCH_PIECE = 32768
 
 
@@ -90,9 +91,9 @@ class ArrayRoutines:
         """``weight -= lr * (gradient + weight_decay * weight)`` for each ``(weight, gradient)``."""
         xp, fused = self.xp, self._fused_sgd_step
         for weight, gradient in updates:
+            if fused is not None and fused(weight, gradient, lr, weight_decay):
+                continue  # one pass, the values of the numpy calls below
             if not weight_decay:
-                if fused is not None and fused(weight, gradient, lr):
-                    continue  # one pass, the values of the numpy calls below
                 self._combine_scaled(xp.subtract, weight, gradient, lr, scratch)
                 continue
             buffer = scratch.like(xp, weight)

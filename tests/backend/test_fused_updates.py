@@ -118,7 +118,7 @@ def test_what_it_does_not_take_is_refused_and_left_unchanged(why, weight, veloci
     second = velocity if isinstance(velocity, list) else np.zeros_like(velocity)
     assert fused_updates.adam_step(weight, velocity, second, gradient, 0.9, 0.1, 0.999, 0.001, 1.0, 1e-8, 0.1, 0.0) is False
     if sgd:
-        assert fused_updates.sgd_step(weight, gradient, 0.1) is False
+        assert fused_updates.sgd_step(weight, gradient, 0.1, 0.0) is False
     for array, saved in zip((weight, velocity, gradient), before):
         assert np.array_equal(np.asarray(array), saved, equal_nan=True)
 
