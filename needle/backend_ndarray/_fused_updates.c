@@ -23,8 +23,9 @@ enum { FLOAT32, FLOAT64, UNSUPPORTED };
 static int element_type(const Py_buffer *view)
 {
     const char *format = view->format ? view->format : "B";
-    if (format[0] == '<' || format[0] == '=' || format[0] == '@')
-        format++;
+    const int little_endian = *(const unsigned char *)&(const unsigned short){1} == 1;
+    if (format[0] == '=' || format[0] == '@' || format[0] == (little_endian ? '<' : '>'))
+        format++; /* native byte order; the other order is refused below */
     if (strcmp(format, "f") == 0 && view->itemsize == 4)
         return FLOAT32;
     if (strcmp(format, "d") == 0 && view->itemsize == 8)
@@ -238,7 +239,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef fused_updates_module = {
     PyModuleDef_HEAD_INIT, "_fused_updates",
     "needle's SGD updates as one pass over the arrays (see needle/backend_ndarray/fused_updates.py).",
-    -1, methods,
+    -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__fused_updates(void)

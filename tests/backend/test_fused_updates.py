@@ -99,6 +99,8 @@ def refused_cases():
         ("a strided weight", draw((30, 40), np.float32, 4).T, v.copy(), g, True),
         ("a Fortran-ordered velocity", w.copy(), np.asfortranarray(v), g, False),
         ("float16", w.astype(np.float16), v.astype(np.float16), g.astype(np.float16), True),
+        ("byte-swapped float32", w.astype(w.dtype.newbyteorder()), v.astype(v.dtype.newbyteorder()),
+         g.astype(g.dtype.newbyteorder()), True),
         ("mixed dtypes", w.copy(), v.copy(), g.astype(np.float64), True),
         ("another size", w.copy(), v.copy(), g[:20], True),
         ("a read-only weight", read_only, v.copy(), g, True),
