@@ -143,3 +143,53 @@ def test_the_routines_of_a_gpu_array_module_never_call_the_extension():
 
     kernels = ArrayRoutines(FakeCupy())
     assert kernels._fused_momentum_step is None and kernels._fused_sgd_step is None
+
+
+TRAINING = """
+import hashlib, sys
+import numpy as np
+import needle as ndl
+import needle.nn as nn
+
+def train(optimizer_name):
+    np.random.seed(0)
+    model = nn.Sequential(nn.Linear(20, 33), nn.ReLU(), nn.Linear(33, 5))
+    if optimizer_name == "sgd":
+        opt = ndl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    elif optimizer_name == "plain":
+        opt = ndl.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-3)
+    else:
+        opt = ndl.optim.Adam(model.parameters(), lr=0.01, weight_decay=1e-3)
+    loss_fn = nn.SoftmaxLoss()
+    rng = np.random.default_rng(1)
+    for _ in range(8):
+        x = ndl.Tensor(rng.standard_normal((16, 20)).astype(np.float32))
+        y = ndl.Tensor(rng.integers(0, 5, 16))
+        opt.reset_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    digest = hashlib.sha256()
+    for p in model.parameters():
+        digest.update(p.numpy().tobytes())
+    return digest.hexdigest()
+
+print(" ".join(train(name) for name in ("sgd", "plain", "adam")))
+"""
+
+
+@built
+def test_training_gives_the_same_bits_with_and_without_the_extension(tmp_path):
+    """The end-to-end promise: an install without a C compiler trains to exactly the same weights."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
+    digests = {}
+    for setting in ("1", "0"):
+        run = subprocess.run([sys.executable, str(script)], env={**env, "NEEDLE_FUSED_UPDATES": setting},
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        digests[setting] = run.stdout.split()
+    assert len(digests["1"]) == 3 and digests["1"] == digests["0"]
