@@ -12,6 +12,10 @@ environment turns it off, to compare the two (benchmarks/mnist_mlp.py's figures 
 ``momentum_step``, ``sgd_step`` and ``adam_step`` are None without the extension; each returns False, changing
 nothing, for arrays it does not take (not C-contiguous float32/float64 buffers of one size, or
 sharing memory; CuPy arrays), and the caller then makes the numpy calls.
+
+One difference from the numpy calls besides speed: an update that overflows or makes a NaN does
+so silently, as PyTorch's does; numpy would also warn (or raise under ``np.errstate(all="raise")``).
+The values, NaNs and infinities included, are the same.
 """
 import os
 
