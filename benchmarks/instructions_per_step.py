@@ -46,8 +46,9 @@ EVENTS = ("Ir",)
 CACHE_EVENTS = ("Ir", "DLmr", "DLmw")
 
 
-def run_steps(args):
-    """The child process: a model, three warm-up steps, then ``args.steps`` steps (nothing printed)."""
+def build_model(args):
+    """The benchmark's model for the step ``args`` names (``--floor``, ``--course``, ``--compiled`` or
+    the fast path), on random MNIST-shaped data, after three warm-up steps."""
     sys.path.insert(0, REPO_ROOT)
     sys.path.insert(0, BENCHMARK_DIR)
     import numpy as np
@@ -71,7 +72,12 @@ def run_steps(args):
     model = Model(workload)
     model.reset(workload.initial_weights())
     model.train_steps(3)
-    model.train_steps(args.steps)
+    return model
+
+
+def run_steps(args):
+    """The child process: a model, three warm-up steps, then ``args.steps`` steps (nothing printed)."""
+    build_model(args).train_steps(args.steps)
 
 
 def counted(args, steps, folder):
