@@ -7,6 +7,7 @@ BENCHMARKS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
 sys.path.insert(0, BENCHMARKS)
 
 import bytecodes_per_step  # noqa: E402
+from needle.compiler.compiled import NUMPY_MAJOR  # noqa: E402
 from instructions_per_step import build_model  # noqa: E402
 
 
@@ -33,5 +34,7 @@ def test_the_floor_runs_fewer_bytecodes_than_each_needle_step():
     floor, _, _ = counted(floor=True)
     fast, _, _ = counted()
     course, _, _ = counted(course=True)
-    compiled, _, _ = counted(compiled=True)
-    assert floor < compiled < fast < course, (floor, compiled, fast, course)
+    assert floor < fast < course, (floor, fast, course)
+    if NUMPY_MAJOR >= 2:  # ndl.compile needs numpy 2
+        compiled, _, _ = counted(compiled=True)
+        assert floor < compiled < fast, (floor, compiled, fast)
