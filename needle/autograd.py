@@ -512,12 +512,7 @@ class Value:
 
 
 def _fill(value, op, inputs, data, requires_grad):
-    """Set every field of a new Value and bump the counters: the one hot path all nodes take.
-
-    Where the C extension is built, :mod:`needle.value_bookkeeping` replaces this function (and
-    ``Value.__del__``) with ``needle/_value_bookkeeping.c``, which does the same work: a change
-    here is made there too (tests/test_value_bookkeeping.py compares the two).
-    """
+    """Set every field of a new Value and bump the counters: the one hot path all nodes take."""
     global TENSOR_COUNTER, _VALUES_CREATED, _NODES_CREATED
     TENSOR_COUNTER += 1
     _VALUES_CREATED += 1
