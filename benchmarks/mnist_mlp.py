@@ -112,9 +112,6 @@ def machine_description(device):
         from needle.backend_ndarray import fused_updates
 
         lines.append(f"needle's SGD updates: {fused_updates.describe()}")
-        from needle import value_bookkeeping
-
-        lines.append(f"needle's Value bookkeeping: {value_bookkeeping.describe()}")
     except ImportError:
         pass
     return lines
