@@ -1,10 +1,8 @@
-"""What pyproject.toml cannot say: needle's two optional C extensions.
+"""What pyproject.toml cannot say: the optional C extension of the SGD updates.
 
 ``needle/backend_ndarray/_fused_updates.c`` runs SGD and Adam as one pass over the arrays, with
-the values of the numpy calls it replaces (see needle/backend_ndarray/fused_updates.py);
-``needle/_value_bookkeeping.c`` does each graph Value's bookkeeping (see needle/value_bookkeeping.py).
-Both are optional: where no C compiler is found the install still succeeds and needle runs the
-numpy calls and the Python bookkeeping.
+the values of the numpy calls it replaces (see needle/backend_ndarray/fused_updates.py). It is
+optional: where no C compiler is found the install still succeeds and needle runs the numpy calls.
 """
 import sys
 
@@ -22,7 +20,6 @@ setup(
             ["needle/backend_ndarray/_fused_updates.c"],
             extra_compile_args=COMPILE_ARGS,
             optional=True,
-        ),
-        Extension("needle._value_bookkeeping", ["needle/_value_bookkeeping.c"], extra_compile_args=COMPILE_ARGS, optional=True),
+        )
     ]
 )

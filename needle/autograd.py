@@ -13,7 +13,6 @@ in place (an optimizer step) advances the clock through :func:`mark_data_changed
 ``backward()`` can tell that a graph was built from values that have changed since, as PyTorch's
 version counters do, at the cost of two integer stores per node.
 """
-import sys
 import threading
 
 import numpy
@@ -744,8 +743,3 @@ __all__ = [
     "sum_node_list",
     "topo_sort_dfs",
 ]
-
-
-from . import value_bookkeeping  # noqa: E402  (replaces _fill and Value.__del__ with C where built)
-
-value_bookkeeping.install(sys.modules[__name__])
