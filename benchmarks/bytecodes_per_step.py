@@ -1,13 +1,12 @@
 """Python bytecodes per training step of the benchmark MLP, by function: where the framework's own work is.
 
-Inside a training loop the interpreter runs several times slower than in a warm micro-benchmark
-(the matrix products push its code and data out of the caches between calls), so at the small
-benchmark size every bytecode a step runs shows in its time, and the bytecodes are the Python
-overhead to cut. They are deterministic: this traces ``--steps`` steps with ``sys.settrace``
-opcode events and prints, per step, the bytecodes and calls of each Python function (numpy's
-own Python functions included; C functions and the operators' C code are not counted, see
-``instructions_per_step.py`` for machine instructions). Tracing makes the steps far slower; the
-counts do not depend on it.
+Counts are deterministic where timings on a shared machine are not: this traces ``--steps``
+steps with ``sys.settrace`` opcode events and prints, per step, the bytecodes and calls of each
+Python function (numpy's own Python functions included; C functions and the operators' C code are
+not counted, see ``instructions_per_step.py`` for machine instructions). Tracing makes the steps
+far slower; the counts do not depend on it. They locate the Python work of a step; they do not
+price it: bytecodes differ in cost by far, and cutting a quarter of a step's (the per-Value
+bookkeeping, moved to C) did not change its time (docs/benchmarks.md), so time any cut.
 
 The data is random and MNIST-shaped (no download); the model and flags are those of
 ``instructions_per_step.py``: the fast path by default, ``--course``, ``--compiled``, ``--floor``.
