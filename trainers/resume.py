@@ -167,7 +167,16 @@ class DeferredInterrupt:
 
     @contextlib.contextmanager
     def critical(self) -> Iterator[None]:
-        """A block that a Ctrl-C does not cut short: the interrupt is raised when it ends."""
+        """A block that a Ctrl-C does not cut short: the interrupt is raised when it ends.
+
+        An interrupt raised outside these blocks that has not stopped the loop by the time the
+        next one starts was lost: the signal landed inside a finalizer (a ``__del__``, such as a
+        Value's freeing the last batch), where Python prints an exception and drops it. It is
+        raised again here, so a Ctrl-C always stops the loop.
+        """
+        if self._depth == 0 and self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
         self._depth += 1
         try:
             yield
@@ -178,7 +187,7 @@ class DeferredInterrupt:
             raise KeyboardInterrupt
 
     def _handle(self, signum: int, frame: Any) -> None:
+        self._pending = True  # NOTE: until the loop has stopped, see critical()
         if self._depth:
-            self._pending = True
             return
         raise KeyboardInterrupt

@@ -139,6 +139,29 @@ def run_example_until(tmp_path, *arguments, wait_for_step=30):
     return process.returncode, output
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, on purpose
+def test_an_interrupt_lost_in_a_finalizer_is_raised_at_the_next_step(python_sigint_handler):
+    """A Ctrl-C that lands in a __del__ (a Value freeing the last batch) is dropped by Python: the guard raises it again."""
+    guard = DeferredInterrupt()
+
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs here, and its KeyboardInterrupt is printed and dropped
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt), guard:
+        Finalized()  # freed at once
+        reached.append("after the lost interrupt")
+        with guard.critical():
+            reached.append("inside the next step")
+    assert reached == ["after the lost interrupt"]
+    with guard:  # a new loop starts with no interrupt pending
+        with guard.critical():
+            reached.append("a later fit")
+    assert reached[-1] == "a later fit"
+
+
 def test_main_job_interrupted_saves_a_consistent_checkpoint_and_says_how_to_resume(tmp_path):
     checkpoint = tmp_path / "run.npz"
     returncode, output = run_example_until(tmp_path, "--checkpoint", str(checkpoint))
