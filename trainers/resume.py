@@ -172,7 +172,8 @@ class DeferredInterrupt:
         An interrupt raised outside these blocks that has not stopped the loop by the time the
         next one starts was lost: the signal landed inside a finalizer (a ``__del__``, such as a
         Value's freeing the last batch), where Python prints an exception and drops it. It is
-        raised again here, so a Ctrl-C always stops the loop.
+        raised again here, so it stops the loop at the next step. (One that lands in a finalizer
+        after the last step's block is still lost: that ``fit`` returns as if uninterrupted.)
         """
         if self._depth == 0 and self._pending:
             self._pending = False
