@@ -1,8 +1,12 @@
-"""What pyproject.toml cannot say: the optional C extension of the SGD updates.
+"""What pyproject.toml cannot say: needle's two optional C extensions.
 
-``needle/backend_ndarray/_fused_updates.c`` runs SGD and Adam as one pass over the arrays, with
-the values of the numpy calls it replaces (see needle/backend_ndarray/fused_updates.py). It is
-optional: where no C compiler is found the install still succeeds and needle runs the numpy calls.
+- ``needle/backend_ndarray/_fused_updates.c`` runs SGD and Adam as one pass over the arrays, with
+  the values of the numpy calls it replaces (see needle/backend_ndarray/fused_updates.py).
+- ``needle/_denormals.c`` sets the calling thread's denormal mode, for
+  ``needle.set_flush_denormal`` (see needle/denormals.py).
+
+Both are optional: where no C compiler is found the install still succeeds; needle then runs the
+numpy calls, and ``set_flush_denormal`` returns False as on an unsupported CPU.
 """
 import sys
 
@@ -20,6 +24,7 @@ setup(
             ["needle/backend_ndarray/_fused_updates.c"],
             extra_compile_args=COMPILE_ARGS,
             optional=True,
-        )
+        ),
+        Extension("needle._denormals", ["needle/_denormals.c"], optional=True),
     ]
 )

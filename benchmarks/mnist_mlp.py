@@ -73,6 +73,12 @@ def parse_args(argv=None):
         help="the standard configurations: cpu = H512/b128 and H128/b32; gpu adds H4096/b1024 x3 epochs",
     )
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table for docs/benchmarks.md")
+    parser.add_argument(
+        "--flush-denormal",
+        action="store_true",
+        help="flush subnormal floats to zero in every implementation alike (ndl.set_flush_denormal(True) and "
+        "torch.set_flush_denormal(True)); default: IEEE arithmetic, as each framework starts",
+    )
     args = parser.parse_args(argv)
     args.only = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = sorted(set(args.only) - set(IMPLEMENTATIONS))
@@ -273,6 +279,31 @@ def markdown_table(results, memory_label):
     return "\n".join(lines)
 
 
+def set_arithmetic(flush_denormal):
+    """Put this thread's CPU arithmetic in the mode asked for; say which, for the header.
+
+    The implementations run in this one thread, so the mode is the same for all of them. It is
+    set in any case, so that a needle imported by an earlier run in the process cannot leave it on.
+    """
+    try:
+        from needle import set_flush_denormal
+    except ImportError:  # a needle without it (or none): every row computes in IEEE arithmetic
+        set_flush_denormal = None
+    if set_flush_denormal is None or not set_flush_denormal(flush_denormal):
+        if flush_denormal:
+            sys.exit("--flush-denormal: needle cannot set this CPU's denormal mode (its C extension is not built: "
+                     "pip install -e . with a C compiler, or run without --flush-denormal)")
+        return "IEEE (subnormal floats kept; the mode cannot be set here)"
+    torch_ok, _ = torch_available()
+    if torch_ok:
+        import torch
+
+        torch.set_flush_denormal(flush_denormal)  # the same register; also PyTorch's own threads
+    if flush_denormal:
+        return "subnormal floats flushed to zero in every implementation (--flush-denormal)"
+    return "IEEE (subnormal floats kept, each framework's default; --flush-denormal flushes them)"
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.device == "cuda":
@@ -284,11 +315,13 @@ def main(argv=None):
             sys.exit(f"--device cuda needs CuPy and an NVIDIA GPU ({error}); run with --device cpu instead.")
     np.random.seed(args.seed)
     classes, skipped = selected_implementations(args)
+    arithmetic = set_arithmetic(args.flush_denormal)
     (train_images, train_labels), (test_images, test_labels), loader_name = load_mnist()
     for line in machine_description(args.device):
         print(line)
     print(f"MNIST loaded with {loader_name}: train {train_images.shape}, test {test_images.shape}")
     print(f"device {args.device}, {args.repeats} repeats, lr {args.lr}, momentum 0.9, warm-up {WARMUP_STEPS} steps")
+    print(f"CPU arithmetic: {arithmetic}")
     for line in skipped:
         print(line)
     if not classes:

@@ -8,6 +8,7 @@ from .autograd import Op, TensorOp, TensorTuple, TensorTupleOp, Value, snapshot 
 from .tensor import Tensor
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .seeding import manual_seed
+from .denormals import is_flush_denormal_enabled, set_flush_denormal
 from .serialization import load, save
 from .backend_ndarray import NDArray, all_devices, cpu, cpu_numpy, cuda, default_device
 from . import backend_ndarray, backend_selection, ops, init, deferred

@@ -3,7 +3,7 @@
 Each accepted update must equal the numpy calls of ``ArrayRoutines`` bit for bit (float32 and
 float64, with and without weight decay, over many steps); each array it does not take must be
 refused with False and left as it was, so that the numpy calls run instead. CI sets
-``NEEDLE_REQUIRE_FUSED_UPDATES=1``: there the extension must have been built, so these checks
+``NEEDLE_REQUIRE_C_EXTENSIONS=1``: there the extension must have been built, so these checks
 cannot pass by skipping.
 """
 import os
@@ -23,8 +23,8 @@ def draw(shape, dtype, seed):
 
 
 def test_ci_builds_the_extension():
-    if os.environ.get("NEEDLE_REQUIRE_FUSED_UPDATES") != "1":
-        pytest.skip("only where NEEDLE_REQUIRE_FUSED_UPDATES=1 (CI)")
+    if os.environ.get("NEEDLE_REQUIRE_C_EXTENSIONS") != "1":
+        pytest.skip("only where NEEDLE_REQUIRE_C_EXTENSIONS=1 (CI)")
     assert fused_updates.ENABLED, fused_updates.describe()
     assert ndl.cpu().kernels._fused_momentum_step is fused_updates.momentum_step
 
