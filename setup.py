@@ -1,11 +1,13 @@
-"""What pyproject.toml cannot say: needle's two optional C extensions.
+"""What pyproject.toml cannot say: needle's optional C extensions.
 
 - ``needle/backend_ndarray/_fused_updates.c`` runs SGD and Adam as one pass over the arrays, with
   the values of the numpy calls it replaces (see needle/backend_ndarray/fused_updates.py).
+- ``needle/backend_ndarray/_fused_ops.c`` does the same for the pieces of softmax cross-entropy
+  and ReLU's backward (see needle/backend_ndarray/fused_ops.py).
 - ``needle/_denormals.c`` sets the calling thread's denormal mode, for
   ``needle.set_flush_denormal`` (see needle/denormals.py).
 
-Both are optional: where no C compiler is found the install still succeeds; needle then runs the
+All are optional: where no C compiler is found the install still succeeds; needle then runs the
 numpy calls, and ``set_flush_denormal`` returns False as on an unsupported CPU.
 """
 import sys
@@ -22,6 +24,14 @@ setup(
         Extension(
             "needle.backend_ndarray._fused_updates",
             ["needle/backend_ndarray/_fused_updates.c"],
+            depends=["needle/backend_ndarray/_buffers.h"],
+            extra_compile_args=COMPILE_ARGS,
+            optional=True,
+        ),
+        Extension(
+            "needle.backend_ndarray._fused_ops",
+            ["needle/backend_ndarray/_fused_ops.c"],
+            depends=["needle/backend_ndarray/_buffers.h"],
             extra_compile_args=COMPILE_ARGS,
             optional=True,
         ),

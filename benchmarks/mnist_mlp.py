@@ -118,6 +118,9 @@ def machine_description(device):
         from needle.backend_ndarray import fused_updates
 
         lines.append(f"needle's SGD updates: {fused_updates.describe()}")
+        from needle.backend_ndarray import fused_ops
+
+        lines.append(f"needle's loss and ReLU-backward pieces: {fused_ops.describe()}")
     except ImportError:
         pass
     return lines

@@ -18,39 +18,14 @@
 #include <math.h>
 #include <string.h>
 
-enum { FLOAT32, FLOAT64, UNSUPPORTED };
-
-static int element_type(const Py_buffer *view)
-{
-    const char *format = view->format ? view->format : "B";
-    const int little_endian = *(const unsigned char *)&(const unsigned short){1} == 1;
-    if (format[0] == '=' || format[0] == '@' || format[0] == (little_endian ? '<' : '>'))
-        format++; /* native byte order; the other order is refused below */
-    if (strcmp(format, "f") == 0 && view->itemsize == 4)
-        return FLOAT32;
-    if (strcmp(format, "d") == 0 && view->itemsize == 8)
-        return FLOAT64;
-    return UNSUPPORTED;
-}
-
-static int overlap(const Py_buffer *a, const Py_buffer *b)
-{
-    const char *a_start = a->buf, *b_start = b->buf;
-    return a_start < b_start + b->len && b_start < a_start + a->len;
-}
+#include "_buffers.h"
 
 /* Acquire ``count`` buffers (the first ``writable`` of them writable); 1 when all are usable
  * alike (one element type, one size, no shared memory), else 0 with none held. */
 static int acquire(PyObject **objects, Py_buffer *views, int count, int writable, int *type)
 {
-    int held = 0;
-    for (; held < count; held++) {
-        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (held < writable ? PyBUF_WRITABLE : 0);
-        if (PyObject_GetBuffer(objects[held], &views[held], flags) != 0) {
-            PyErr_Clear();
-            goto refuse;
-        }
-    }
+    if (!acquire_all(objects, views, count, writable))
+        return 0;
     *type = element_type(&views[0]);
     if (*type == UNSUPPORTED)
         goto refuse;
@@ -63,15 +38,8 @@ static int acquire(PyObject **objects, Py_buffer *views, int count, int writable
     }
     return 1;
 refuse:
-    while (held > 0)
-        PyBuffer_Release(&views[--held]);
+    release(views, count);
     return 0;
-}
-
-static void release(Py_buffer *views, int count)
-{
-    for (int i = 0; i < count; i++)
-        PyBuffer_Release(&views[i]);
 }
 
 /* velocity = momentum * velocity + gradient (+ weight_decay * weight); weight -= step * velocity.

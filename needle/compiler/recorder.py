@@ -12,6 +12,7 @@ import sys
 
 import numpy
 
+from ..backend_ndarray import fused_ops
 from . import traced_array
 from .errors import CaptureError
 from .traced_array import TracedArray
@@ -82,6 +83,7 @@ class Recorder:
         if traced_array.RECORDER is not None:
             raise CaptureError("ndl.compile: a compiled function was called while another one was capturing")
         traced_array.RECORDER = self
+        fused_ops.CAPTURE_HOOK = self.kernel
         for name in RANDOM_FUNCTIONS:
             original = self._saved_random[name] = getattr(numpy.random, name)
             setattr(numpy.random, name, self._random(original))
@@ -89,6 +91,8 @@ class Recorder:
     def stop(self):
         if traced_array.RECORDER is self:
             traced_array.RECORDER = None
+        if fused_ops.CAPTURE_HOOK == self.kernel:
+            fused_ops.CAPTURE_HOOK = None
         for name, original in self._saved_random.items():
             setattr(numpy.random, name, original)
         self._saved_random = {}
@@ -221,6 +225,20 @@ class Recorder:
 
     def _produce_read(self, array):
         pass  # guards keep their array's producers alive through the plan's liveness roots
+
+    def kernel(self, kernel, fresh, args):
+        """A C kernel's call (:func:`needle.backend_ndarray.fused_ops.run`): run it on the plain arrays
+        and record it as one step writing its first argument (a new buffer when ``fresh``). numpy's
+        dispatch, which reports every numpy call, does not see a call into C."""
+        args = traced_array.plain(args)
+        if not kernel(*args):
+            return None
+        if traced_array.RECORDER is not self or self.paused:
+            return args[:1] if fresh else ()
+        if fresh:
+            self._produce(args[0])
+        self._add(functools.partial(kernel, *args), args, args[:1])
+        return (args[0].view(TracedArray),) if fresh else ()
 
     def host_call(self, function, reads_after, replay=None):
         """Run ``function`` (an optimizer step) now, unrecorded inside, and ``replay`` (default:

@@ -4,6 +4,7 @@ import pytest
 
 import needle as ndl
 import needle.nn as nn
+from needle.backend_ndarray import fused_ops
 
 from steps import data, model_and_optimizer, state_arrays, step_function
 
@@ -181,11 +182,13 @@ def test_no_grad_selects_its_own_plan():
     assert forward.captures == 2 and forward.replays == 1
 
 
-def test_an_indexed_update_is_replayed_as_one_call():
-    """The loss gradient's ``exp[rows, labels] -= scale`` is one call, not a gather, a subtract and a scatter."""
+def test_an_indexed_update_is_replayed_as_one_call(monkeypatch):
+    """The loss gradient's ``exp[rows, labels] -= scale`` (its numpy calls, without the C kernel) is
+    one call, not a gather, a subtract and a scatter."""
     from needle.compiler.indexed_updates import _update_at
     from needle.compiler.recorder import _setitem
 
+    monkeypatch.setattr(ndl.cpu().kernels, "_fused_cross_entropy_gradient", None)
     model, opt = model_and_optimizer()
     step = ndl.compile(step_function(model, opt))
     (x, y), (x2, y2) = batches(8, 2)
@@ -193,3 +196,18 @@ def test_an_indexed_update_is_replayed_as_one_call():
     step(x2, y2)
     functions = [getattr(run, "func", None) for run in next(iter(step._plans.values())).plan.runs]
     assert functions.count(_update_at) == 1 and _setitem not in functions
+
+
+@pytest.mark.skipif(not fused_ops.ENABLED, reason=f"the loss's pieces are {fused_ops.describe()}")
+def test_a_c_kernel_of_the_loss_is_recorded_as_one_step_of_the_plan():
+    """The kernels of fused_ops bypass numpy's dispatch; the capture records each call as one step."""
+    model, opt = model_and_optimizer()
+    step = ndl.compile(step_function(model, opt))
+    (x, y), (x2, y2) = batches(8, 2)
+    step(x, y)
+    step(x2, y2)
+    plan = next(iter(step._plans.values())).plan
+    functions = [getattr(run, "func", None) for run in plan.runs]
+    assert functions.count(fused_ops.cross_entropy_gradient) == 1
+    assert functions.count(fused_ops.shift_rows) == 1
+    assert functions.count(fused_ops.relu_backward) == 1

@@ -1,0 +1,56 @@
+/* What needle's C extensions share: reading numpy arrays through the buffer protocol.
+ *
+ * Each extension takes the arrays a numpy routine would take and refuses (returns False,
+ * changing nothing) any it does not handle, so that the caller runs the numpy calls instead.
+ */
+#ifndef NEEDLE_BUFFERS_H
+#define NEEDLE_BUFFERS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+enum { FLOAT32, FLOAT64, UNSUPPORTED };
+
+static int element_type(const Py_buffer *view)
+{
+    const char *format = view->format ? view->format : "B";
+    const int little_endian = *(const unsigned char *)&(const unsigned short){1} == 1;
+    if (format[0] == '=' || format[0] == '@' || format[0] == (little_endian ? '<' : '>'))
+        format++; /* native byte order; the other order is refused below */
+    if (strcmp(format, "f") == 0 && view->itemsize == 4)
+        return FLOAT32;
+    if (strcmp(format, "d") == 0 && view->itemsize == 8)
+        return FLOAT64;
+    return UNSUPPORTED;
+}
+
+static int overlap(const Py_buffer *a, const Py_buffer *b)
+{
+    const char *a_start = a->buf, *b_start = b->buf;
+    return a_start < b_start + b->len && b_start < a_start + a->len;
+}
+
+/* Acquire ``count`` C-contiguous buffers (the first ``writable`` of them writable): 1 when all
+ * were, else 0 with none held (and no Python error set). */
+static int acquire_all(PyObject **objects, Py_buffer *views, int count, int writable)
+{
+    for (int held = 0; held < count; held++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (held < writable ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objects[held], &views[held], flags) != 0) {
+            PyErr_Clear();
+            while (held > 0)
+                PyBuffer_Release(&views[--held]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void release(Py_buffer *views, int count)
+{
+    for (int i = 0; i < count; i++)
+        PyBuffer_Release(&views[i]);
+}
+
+#endif
