@@ -12,12 +12,20 @@
 
 enum { FLOAT32, FLOAT64, UNSUPPORTED };
 
-static int element_type(const Py_buffer *view)
+/* A buffer's struct format without its byte-order prefix when that order is the native one
+ * (a format in the other order keeps its prefix, so callers refuse it). */
+static const char *native_format(const Py_buffer *view)
 {
     const char *format = view->format ? view->format : "B";
     const int little_endian = *(const unsigned char *)&(const unsigned short){1} == 1;
     if (format[0] == '=' || format[0] == '@' || format[0] == (little_endian ? '<' : '>'))
-        format++; /* native byte order; the other order is refused below */
+        format++;
+    return format;
+}
+
+static int element_type(const Py_buffer *view)
+{
+    const char *format = native_format(view);
     if (strcmp(format, "f") == 0 && view->itemsize == 4)
         return FLOAT32;
     if (strcmp(format, "d") == 0 && view->itemsize == 8)

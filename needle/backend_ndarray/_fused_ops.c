@@ -33,10 +33,7 @@ enum { LABEL_U8, LABEL_I8, LABEL_U16, LABEL_I16, LABEL_U32, LABEL_I32, LABEL_U64
 
 static int label_type(const Py_buffer *view)
 {
-    const char *format = view->format ? view->format : "B";
-    const int little_endian = *(const unsigned char *)&(const unsigned short){1} == 1;
-    if (format[0] == '=' || format[0] == '@' || format[0] == (little_endian ? '<' : '>'))
-        format++;
+    const char *format = native_format(view);
     if (strlen(format) != 1 || !strchr("bBhHiIlLqQnN", format[0]))
         return LABEL_UNSUPPORTED;
     const int is_signed = format[0] >= 'a' && format[0] <= 'z';
