@@ -29,12 +29,13 @@ class Capture:
         self.slots = slots  # (owner, attribute, tensor, data, raw, reset): the state after capture
         self.outputs = outputs  # a template: Tensors replaced by ("output", buffer, device)
         self.last_result = last_result
-        self._expected = tuple((o, a, t, d, r) for o, a, t, d, r, reset in slots if not reset)
+        # (owner, attribute, tensor, data, raw): what must still be there for a replay (see ready)
+        self.expected_slots = tuple((o, a, t, d, r) for o, a, t, d, r, reset in slots if not reset)
         self._fresh = tuple((o, a, t) for o, a, t, d, r, reset in slots if reset)
 
     def ready(self):
         """Whether the state is still the one captured (else the call must capture again)."""
-        for owner, attribute, tensor, data, raw in self._expected:
+        for owner, attribute, tensor, data, raw in self.expected_slots:
             if getattr(owner, attribute, None) is not tensor:
                 return False
             if tensor is not None and (tensor.cached_data is not data or data.raw is not raw):

@@ -10,6 +10,7 @@ from .capture import capture_cpu
 from .cuda_graph import capture_cuda, is_cuda_argument
 from .errors import CaptureError
 from .plan import ReplayMismatch
+from .repeat_guard import repeat_guard
 from .state import discover
 
 
@@ -93,6 +94,8 @@ class CompiledFunction:
         self._state = None
         self._plans = {}
         self._last = None  # (fingerprint, gradient mode, argument keys, entry) of the last replay
+        self._repeat = None  # (repeat guard, entry): the plan the next call tries first
+        self._guards = {}  # id(entry) -> its repeat guard, or None where it has none (the entries live in _plans)
         functools.update_wrapper(self, fn)
 
     def __get__(self, instance, owner):
@@ -106,6 +109,23 @@ class CompiledFunction:
         return bound[1]
 
     def __call__(self, *args, **kwargs):
+        repeat = self._repeat
+        if repeat is not None and not kwargs and repeat[0](args):
+            entry = repeat[1]  # the last call's plan: its signature and state checked in one call
+        else:
+            entry = self._checked_entry(args, kwargs)
+            if entry is None:
+                return self._capture(args, kwargs)
+        try:
+            result = entry.replay(args, kwargs)
+        except ReplayMismatch as mismatch:
+            return self._after_mismatch(entry, mismatch, args, kwargs)
+        self.replays += 1
+        return result
+
+    def _checked_entry(self, args, kwargs):
+        """The plan this call replays, by the full checks (signature, then state); None when the call
+        must capture. Keeps the repeat guard of the plan chosen (:mod:`needle.compiler.repeat_guard`)."""
         require_supported_numpy()
         state = self._state
         if state is None:
@@ -123,16 +143,27 @@ class CompiledFunction:
             key = _signature(args, kwargs, fingerprint)
             entry = self._plans.get(key)
             if entry is None:
-                return self._capture(args, kwargs)
+                return None
             self._last = (fingerprint, key[2], key[0], entry) if not kwargs else None
         if not entry.ready():
-            return self._capture(args, kwargs)
-        try:
-            result = entry.replay(args, kwargs)
-        except ReplayMismatch as mismatch:
-            return self._after_mismatch(entry, mismatch, args, kwargs)
-        self.replays += 1
-        return result
+            return None
+        self._keep_repeat_guard(entry, args, state, kwargs)
+        return entry
+
+    def _keep_repeat_guard(self, entry, args, state, kwargs):
+        """Make ``entry``'s repeat guard the one the next call tries (built once per plan). A guard
+        that failed on a call the full checks then gave the same plan (an attribute that the loop
+        reassigns with an equal value every call) is dropped for good: it would fail every call."""
+        if kwargs:
+            self._repeat = None
+            return
+        repeat = self._repeat
+        if repeat is not None and repeat[1] is entry:
+            self._guards[id(entry)] = None
+        elif id(entry) not in self._guards:
+            self._guards[id(entry)] = repeat_guard(args, state, entry)
+        guard = self._guards[id(entry)]
+        self._repeat = (guard, entry) if guard is not None else None
 
     def _capture(self, args, kwargs):
         self._state = state = discover(self.fn, args, kwargs)
@@ -142,7 +173,8 @@ class CompiledFunction:
             entry = capture_cpu(self.fn, args, kwargs, state)
         self.captures += 1
         self._plans[_signature(args, kwargs, state.fingerprint())] = entry
-        self._last = None
+        self._last = self._repeat = None
+        self._guards = {}  # the state may have been discovered anew: guards are built again from it
         return entry.last_result
 
     def _after_mismatch(self, entry, mismatch, args, kwargs):

@@ -95,6 +95,8 @@ class GraphSegments:
 class CudaGraphCapture:
     """A step captured as graph segments, with the input buffers it copies new inputs into."""
 
+    expected_slots = ()  # no state checks before a replay (ready() is always True)
+
     def __init__(self, segments, allocations, tensor_positions, input_buffers, outputs, last_result):
         self.segments = segments
         self.allocations = allocations  # keeps the graphs' buffers alive

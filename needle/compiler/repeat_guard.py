@@ -1,0 +1,81 @@
+"""The repeat guard: one generated check that a call may replay the plan of the call before it.
+
+A training loop calls its compiled step with arguments like the last call's, on a model nobody
+changed in between. :class:`~needle.compiler.compiled.CompiledFunction` would check that by
+building the call's signature (each argument's key, the models' fingerprint, the gradient mode)
+and then the plan's state (:meth:`~needle.compiler.capture.Capture.ready`). Each of those is a
+loop over Python objects, and at a small batch a step's Python is a large part of its time.
+
+:func:`repeat_guard` writes the same checks for one plan as straight-line code with the
+expected values as constants (the argument classes, shapes, dtypes, devices and
+``requires_grad``; the gradient mode; every attribute of every model, by identity; the state
+slots ``Capture.ready`` checks), so a repeated call costs one function call and a few dozen
+comparisons. Any difference makes it return False, and the call takes the full path, which
+decides as before (another plan, a new capture, or this one). It never says True where the
+full path would not replay this plan: every value it compares by identity, the full path
+compares by identity or by value.
+
+Example:
+    >>> import needle as ndl
+    >>> model = ndl.nn.Linear(2, 1)
+    >>> step = ndl.compile(lambda x: model(x))
+    >>> x = ndl.Tensor([[1.0, 2.0]])
+    >>> _ = step(x); _ = step(x)                 # a capture, then a replay through the full path
+    >>> step._repeat is not None and step._repeat[0]((x,))
+    True
+    >>> _ = model.eval()                          # a model attribute changed: the guard says no
+    >>> step._repeat[0]((x,))
+    False
+"""
+from ..grad_mode import GRAD_MODE
+from ..tensor import Tensor
+
+_MISSING = object()
+
+
+def repeat_guard(args, state, entry):
+    """A function of a call's positional arguments: True when that call has the signature and the
+    state of this one (positional ``args`` with ``state``'s models, replayed by ``entry``, a
+    :class:`~needle.compiler.capture.Capture`), else False. None when the arguments include
+    anything but Tensors, for which the full path's checks stay the only ones."""
+    lines, constants = [f"if len(args) != {len(args)}: return False"], {"GRAD_MODE": GRAD_MODE, "MISSING": _MISSING}
+
+    def constant(value):
+        name = f"c{len(constants)}"
+        constants[name] = value
+        return name
+
+    for index, value in enumerate(args):
+        if not isinstance(value, Tensor) or value.cached_data is None:
+            return None
+        data = value.cached_data
+        raw = data.raw
+        lines += [
+            f"a = args[{index}]",
+            f"if a.__class__ is not {constant(value.__class__)}: return False",
+            "d = a.cached_data",
+            "if d is None: return False",
+            "r = d.raw",
+            f"if r.shape != {constant(raw.shape)} or r.dtype != {constant(raw.dtype)}: return False",
+            f"if d.device.name != {constant(data.device.name)} or a.requires_grad is not {constant(value.requires_grad)}: return False",
+        ]
+    lines.append(f"if GRAD_MODE.enabled is not {constant(GRAD_MODE.enabled)}: return False")
+    for module in state.modules:
+        attributes = vars(module)
+        table = constant(attributes)
+        lines.append(f"if len({table}) != {len(attributes)}: return False")
+        for name, value in attributes.items():
+            lines.append(f"if {table}.get({constant(name)}, MISSING) is not {constant(value)}: return False")
+    # NOTE: Capture.ready's checks, written out: the slots that must still hold the captured tensors.
+    for owner, attribute, tensor, data, raw in entry.expected_slots:
+        lines.append(f"t = getattr({constant(owner)}, {constant(attribute)}, None)")
+        lines.append(f"if t is not {constant(tensor)}: return False")
+        if tensor is not None:
+            lines.append(f"if t.cached_data is not {constant(data)} or {constant(data)}.raw is not {constant(raw)}: return False")
+    lines.append("return True")
+    names = ", ".join(constants)
+    source = f"def make({names}):\n    def guard(args):\n" + "".join(f"        {line}\n" for line in lines)
+    source += "    return guard\n"
+    namespace = {}
+    exec(compile(source, "<ndl.compile repeat guard>", "exec"), namespace)
+    return namespace["make"](*constants.values())
