@@ -98,8 +98,8 @@ static int same_shape(const Py_buffer *a, const Py_buffer *b)
  * equal values, keeps the later one: the sign of a zero maximum is numpy's in short rows. */
 #define SHIFT_ROWS_LOOP(T)                                                               \
     do {                                                                                 \
-        T *out = views[0].buf;                                                           \
-        const T *in = views[1].buf;                                                      \
+        T *restrict out = views[0].buf;                                                  \
+        const T *restrict in = views[1].buf;                                             \
         for (Py_ssize_t r = 0; r < rows; r++) {                                          \
             const T *row = in + r * columns;                                             \
             T largest = row[0];                                                          \
@@ -225,10 +225,12 @@ static PyObject *cross_entropy_gradient(PyObject *module, PyObject *args)
  * +-0, or NaN for an infinite or NaN gradient. */
 #define RELU_BACKWARD_LOOP(T)                                                            \
     do {                                                                                 \
-        T *result = views[0].buf;                                                        \
-        const T *gradient = views[1].buf, *out = views[2].buf;                           \
-        for (Py_ssize_t i = 0; i < n; i++)                                               \
-            result[i] = gradient[i] * (T)(out[i] > 0);                                   \
+        T *restrict result = views[0].buf;                                               \
+        const T *restrict gradient = views[1].buf, *restrict out = views[2].buf;         \
+        for (Py_ssize_t i = 0; i < n; i++) {                                             \
+            const T mask = out[i] > (T)0 ? (T)1 : (T)0;                                  \
+            result[i] = gradient[i] * mask;                                              \
+        }                                                                                \
     } while (0)
 
 static PyObject *relu_backward(PyObject *module, PyObject *args)
