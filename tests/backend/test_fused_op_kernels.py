@@ -78,7 +78,7 @@ def test_take_labels_and_the_gradient_are_the_numpy_calls(shape, dtype, label_dt
 
     exp_shifted = np.abs(rng.standard_normal(shape)).astype(dtype)
     totals = exp_shifted.sum(axis=1)
-    scale = np.asarray(0.9, dtype=dtype) / batch
+    scale = np.asarray(0.9 / batch, dtype=dtype)  # a 0-d array of the values' type (numpy 1 would make float64 of a division)
     expected = exp_shifted.copy()
     expected *= scale / totals.reshape(batch, 1)
     expected[np.arange(batch), labels] -= scale
@@ -116,6 +116,8 @@ def test_arrays_it_does_not_take_are_refused_and_left_unchanged():
         "another float type": (fused_ops.take_labels, (losses.astype(np.float64), logits, np.array([0, 1, 2]))),
         "a gradient label out of range": (
             fused_ops.cross_entropy_gradient, (logits, totals, np.array([0, 1, 9]), scale)),
+        "a scale of another float type": (
+            fused_ops.cross_entropy_gradient, (logits, totals, np.array([0, 1, 2]), np.asarray(0.5, np.float64))),
         "a scale of several values": (
             fused_ops.cross_entropy_gradient, (logits, totals, np.array([0, 1, 2]), np.ones(2, np.float32))),
         "a gradient of another shape": (
