@@ -230,10 +230,13 @@ class Recorder:
         """A C kernel's call (:func:`needle.backend_ndarray.fused_ops.run`): run it on the plain arrays
         and record it as one step writing its first argument (a new buffer when ``fresh``). numpy's
         dispatch, which reports every numpy call, does not see a call into C."""
+        # NOTE: only a call on traced arrays belongs to the capture; the hook is a module global,
+        # so a call on plain arrays (another thread's eager step) runs as it would without it.
+        captured = any(isinstance(arg, TracedArray) for arg in args)
         args = traced_array.plain(args)
         if not kernel(*args):
             return None
-        if traced_array.RECORDER is not self or self.paused:
+        if not captured or traced_array.RECORDER is not self or self.paused:
             return args[:1] if fresh else ()
         if fresh:
             self._produce(args[0])

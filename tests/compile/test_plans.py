@@ -211,3 +211,20 @@ def test_a_c_kernel_of_the_loss_is_recorded_as_one_step_of_the_plan():
     assert functions.count(fused_ops.cross_entropy_gradient) == 1
     assert functions.count(fused_ops.shift_rows) == 1
     assert functions.count(fused_ops.relu_backward) == 1
+
+
+@pytest.mark.skipif(not fused_ops.ENABLED, reason=f"the loss's pieces are {fused_ops.describe()}")
+def test_a_c_kernel_on_plain_arrays_during_a_capture_is_not_recorded():
+    """The capture hook is global: a kernel call on arrays that are not the capture's (another
+    thread's eager step) runs as usual and adds no step to the plan."""
+    from needle.compiler.recorder import Recorder
+
+    recorder = Recorder()
+    recorder.start()
+    try:
+        out, gradient, hidden = np.empty(4, np.float32), np.ones(4, np.float32), np.array([1, 0, 2, 0], np.float32)
+        done = fused_ops.run(fused_ops.relu_backward, True, out, gradient, hidden)
+    finally:
+        recorder.stop()
+    assert done is not None and done[0].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert recorder.steps == [] and fused_ops.CAPTURE_HOOK is None
