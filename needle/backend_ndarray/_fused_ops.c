@@ -111,7 +111,7 @@ static int same_shape(const Py_buffer *a, const Py_buffer *b)
         }                                                                                \
     } while (0)
 
-static PyObject *shift_rows(PyObject *module, PyObject *args)
+VECTORIZED static PyObject *shift_rows(PyObject *module, PyObject *args)
 {
     PyObject *objects[2];
     if (!PyArg_ParseTuple(args, "OO:shift_rows", &objects[0], &objects[1]))
@@ -188,7 +188,7 @@ static PyObject *take_labels(PyObject *module, PyObject *args)
         }                                                                                \
     } while (0)
 
-static PyObject *cross_entropy_gradient(PyObject *module, PyObject *args)
+VECTORIZED static PyObject *cross_entropy_gradient(PyObject *module, PyObject *args)
 {
     PyObject *objects[4];
     if (!PyArg_ParseTuple(args, "OOOO:cross_entropy_gradient", &objects[0], &objects[1], &objects[2], &objects[3]))
@@ -233,7 +233,7 @@ static PyObject *cross_entropy_gradient(PyObject *module, PyObject *args)
         }                                                                                \
     } while (0)
 
-static PyObject *relu_backward(PyObject *module, PyObject *args)
+VECTORIZED static PyObject *relu_backward(PyObject *module, PyObject *args)
 {
     PyObject *objects[3];
     if (!PyArg_ParseTuple(args, "OOO:relu_backward", &objects[0], &objects[1], &objects[2]))

@@ -69,7 +69,7 @@ refuse:
         }                                                                                \
     } while (0)
 
-static PyObject *momentum_step(PyObject *module, PyObject *args)
+VECTORIZED static PyObject *momentum_step(PyObject *module, PyObject *args)
 {
     PyObject *objects[3];
     double momentum, step, weight_decay;
@@ -111,7 +111,7 @@ static PyObject *momentum_step(PyObject *module, PyObject *args)
         }                                                                                \
     } while (0)
 
-static PyObject *sgd_step(PyObject *module, PyObject *args)
+VECTORIZED static PyObject *sgd_step(PyObject *module, PyObject *args)
 {
     PyObject *objects[2];
     double lr, weight_decay;
@@ -164,7 +164,7 @@ static PyObject *sgd_step(PyObject *module, PyObject *args)
         }                                                                                \
     } while (0)
 
-static PyObject *adam_step(PyObject *module, PyObject *args)
+VECTORIZED static PyObject *adam_step(PyObject *module, PyObject *args)
 {
     PyObject *objects[4];
     double beta1, one_minus_beta1, beta2, one_minus_beta2, inverse_sqrt_c2, eps, step_size, weight_decay;
