@@ -6,9 +6,12 @@
   and ReLU's backward (see needle/backend_ndarray/fused_ops.py).
 - ``needle/_denormals.c`` sets the calling thread's denormal mode, for
   ``needle.set_flush_denormal`` (see needle/denormals.py).
+- ``needle/_backward_walk.c`` walks the graph for ``backward(create_graph=False)``: the same
+  order and calls as the Python loops in needle/backward.py, without the interpreter's cost
+  per node.
 
 All are optional: where no C compiler is found the install still succeeds; needle then runs the
-numpy calls, and ``set_flush_denormal`` returns False as on an unsupported CPU.
+numpy calls and the Python loops, and ``set_flush_denormal`` returns False as on an unsupported CPU.
 """
 import sys
 
@@ -36,5 +39,6 @@ setup(
             optional=True,
         ),
         Extension("needle._denormals", ["needle/_denormals.c"], optional=True),
+        Extension("needle._backward_walk", ["needle/_backward_walk.c"], extra_compile_args=COMPILE_ARGS, optional=True),
     ]
 )

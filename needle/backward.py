@@ -21,6 +21,7 @@ only on the leaves that require it.
 import operator
 from functools import reduce
 
+from . import backward_walk
 from .backend_ndarray import NDArray
 from .backend_selection import integer_gradients
 
@@ -180,10 +181,17 @@ def _gradient_arriving_at(node, grads_by_node, item_grads_by_tuple):
         dtype = data.raw.dtype
         grad_dtype = grad.raw.dtype if grad.__class__ is NDArray else grad.dtype  # a deferred gradient knows its own
         if grad_dtype is not dtype and grad_dtype != dtype:
-            if dtype.kind != "f":
-                return None
-            grad = _array_of(grad).astype(dtype)
+            return _cast_arriving(node, grad)
     return grad
+
+
+def _cast_arriving(node, grad):
+    """``grad``, of another dtype than the array of ``node``, cast to it; None for an integer or
+    bool node (which takes no gradient)."""
+    dtype = node.cached_data.raw.dtype
+    if dtype.kind != "f":
+        return None
+    return _array_of(grad).astype(dtype)
 
 
 def _array_of(grad):
@@ -304,9 +312,19 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
 
     Only the nodes that require a gradient are visited; leaves among them get ``.grad`` (made
     by ``make_leaf_grad``), inner nodes keep none, so nothing of the backward pass outlives it.
-    Returns the nodes traversed.
+    Returns the nodes traversed. Walked in C where :mod:`needle.backward_walk` is built (the
+    same order and calls), else by the Python loops below.
     """
-    order = _checked_nodes(output_tensor, prune_constants=True)
+    order, plain = _walk_order(output_tensor, prune_constants=True)
+    if plain:
+        backward_walk.gradient_pass(order, output_tensor, out_grad, make_leaf_grad, _add_grads, _cast_arriving)
+    else:
+        _gradient_pass(order, output_tensor, out_grad, make_leaf_grad)
+    return order
+
+
+def _gradient_pass(order, output_tensor, out_grad, make_leaf_grad):
+    """The loop of :func:`compute_gradient_data` over ``order`` (from :func:`_checked_nodes`)."""
     grads_by_node = {output_tensor: out_grad}
     item_grads_by_tuple = {}
     get = grads_by_node.get
@@ -328,7 +346,19 @@ def compute_gradient_data(output_tensor, out_grad, make_leaf_grad):
                 continue
             previous = get(x)
             grads_by_node[x] = input_grad if previous is None else _add_grads(previous, input_grad)
-    return order
+
+
+def _walk_order(root, prune_constants):
+    """``(order, plain)``: :func:`_checked_nodes`, and whether the C walk can take the graph's
+    gradient pass (:func:`needle.backward_walk.checked_order`); plain is False without it."""
+    checked_order = backward_walk.checked_order
+    if checked_order is None:
+        return _checked_nodes_in_python(root, prune_constants), False
+    order, stale, plain = checked_order(root, prune_constants)
+    if stale is not None:
+        check_graph_unchanged((stale,))  # raises, naming the value that changed
+        raise RuntimeError(f"backward(): the C walk found {stale!r} computed from changed data")
+    return order, plain
 
 
 def _checked_nodes(root, prune_constants):
@@ -336,8 +366,13 @@ def _checked_nodes(root, prune_constants):
 
     The backward passes' traversal: a leaf is placed at once (it has no inputs to wait for), and
     a graph node's data clock is checked as it is entered, so the stale-graph error comes before
-    any ``.grad`` is written.
+    any ``.grad`` is written. In C where :mod:`needle.backward_walk` is built.
     """
+    return _walk_order(root, prune_constants)[0]
+
+
+def _checked_nodes_in_python(root, prune_constants):
+    """:func:`_checked_nodes` in Python (what the C walk does, step for step)."""
     order, visited = [], set()
     append, add = order.append, visited.add
     stack = [(root, False)]

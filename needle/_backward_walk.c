@@ -1,0 +1,497 @@
+/* The fast backward pass's walk over the graph, in C: the same order, the same checks and the
+ * same calls as the Python in needle/backward.py, without the interpreter's cost per node.
+ *
+ * - checked_order(root, prune_constants) is ``_checked_nodes``: the post-order depth-first
+ *   search, with the data-clock check of each graph node as it is entered. It returns
+ *   ``(order, stale, plain)``: ``stale`` is the first node found computed from changed data
+ *   (None when there is none; the caller raises, naming it), ``plain`` whether every node
+ *   holds one NDArray (no TensorTuple, no lazy node without data), which gradient_pass needs.
+ * - gradient_pass(order, output, out_grad, make_leaf_grad, add_grads, cast_arriving) is the
+ *   loop of ``compute_gradient_data`` over such a graph: each node's gradient, taken out of
+ *   the table of gradients, goes through its op's ``gradient_data``; leaves get
+ *   ``make_leaf_grad(grad)``. A gradient of another dtype than its node goes to
+ *   ``cast_arriving(node, grad)`` (None: the node takes no gradient).
+ *
+ * Every attribute reads what Python would read (Value's slots in place, a subclass's property
+ * through getattr), and every sum of two gradients is ``add_grads``: the values, and the order they are summed in,
+ * are those of the Python loops. needle/backward.py uses this module when it was built (it
+ * is optional, see setup.py); tests/test_backward_walk.py holds the two to the same results.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <structmember.h>
+
+static PyObject *ndarray_type; /* needle's NDArray class, given by configure() */
+static PyObject *s_op, *s_inputs, *s_computed_at, *s_data_set_at, *s_requires_grad;
+static PyObject *s_cached_data, *s_raw, *s_dtype, *s_gradient_data, *s_grad, *s_item_gradient;
+
+/* Value's slots (and NDArray's ``raw``), read in place: the member descriptor of each name and
+ * its offset, found by configure(). An object whose class finds another attribute under that
+ * name (a property of a subclass) is read through getattr. */
+enum { OP, INPUTS, COMPUTED_AT, DATA_SET_AT, REQUIRES_GRAD, CACHED_DATA, RAW, SLOT_COUNT };
+#define VALUE_SLOTS RAW /* the slots before RAW are Value's; RAW is NDArray's */
+static PyObject *slot_names[SLOT_COUNT];
+static PyObject *slot_descriptors[SLOT_COUNT];
+static Py_ssize_t slot_offsets[SLOT_COUNT];
+
+/* ``obj.<slot>`` (a new reference), as getattr reads it. */
+static PyObject *read_slot(PyObject *obj, int slot)
+{
+    PyObject *descriptor = slot_descriptors[slot];
+    if (descriptor != NULL && _PyType_Lookup(Py_TYPE(obj), slot_names[slot]) == descriptor) {
+        PyObject *value = *(PyObject **)((char *)obj + slot_offsets[slot]);
+        if (value != NULL) {
+            Py_INCREF(value);
+            return value;
+        }
+    }
+    return PyObject_GetAttr(obj, slot_names[slot]); /* a property, or an unset slot's AttributeError */
+}
+
+/* 1 when ``obj.<slot>`` is true, 0 when false, -1 on error. */
+static int attribute_is_true(PyObject *obj, int slot)
+{
+    PyObject *value = read_slot(obj, slot);
+    if (value == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* 1 when ``a.<slot> op b``, 0 when not, -1 on error. */
+static int compare_attribute(PyObject *a, int slot, PyObject *b, int op)
+{
+    PyObject *value = read_slot(a, slot);
+    if (value == NULL)
+        return -1;
+    int result = PyObject_RichCompareBool(value, b, op);
+    Py_DECREF(value);
+    return result;
+}
+
+/* Whether ``node`` holds one NDArray (1), or not (0); -1 on error. */
+static int holds_one_array(PyObject *node)
+{
+    PyObject *data = read_slot(node, CACHED_DATA);
+    if (data == NULL)
+        return -1;
+    int plain = (PyObject *)Py_TYPE(data) == ndarray_type;
+    Py_DECREF(data);
+    return plain;
+}
+
+/* configure(NDArray, Value): the array class, and the class whose slots are read in place. */
+static PyObject *configure(PyObject *module, PyObject *args)
+{
+    PyObject *ndarray, *value_type;
+    if (!PyArg_ParseTuple(args, "O!O!:configure", &PyType_Type, &ndarray, &PyType_Type, &value_type))
+        return NULL;
+    for (int slot = 0; slot < SLOT_COUNT; slot++) {
+        PyTypeObject *owner = (PyTypeObject *)(slot < VALUE_SLOTS ? value_type : ndarray);
+        PyObject *descriptor = _PyType_Lookup(owner, slot_names[slot]);
+        Py_CLEAR(slot_descriptors[slot]);
+        if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+            if (member->type == T_OBJECT_EX) {
+                Py_INCREF(descriptor);
+                slot_descriptors[slot] = descriptor;
+                slot_offsets[slot] = member->offset;
+            }
+        }
+    }
+    Py_INCREF(ndarray);
+    Py_XSETREF(ndarray_type, ndarray);
+    Py_RETURN_NONE;
+}
+
+/* The stack of the search: nodes (each held) and whether each was expanded. */
+typedef struct {
+    PyObject **nodes;
+    char *expanded;
+    Py_ssize_t size, capacity;
+} Stack;
+
+static int stack_init(Stack *stack)
+{
+    stack->size = 0;
+    stack->capacity = 32;
+    stack->nodes = PyMem_Malloc(sizeof(PyObject *) * (size_t)stack->capacity);
+    stack->expanded = PyMem_Malloc((size_t)stack->capacity);
+    if (stack->nodes == NULL || stack->expanded == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void stack_free(Stack *stack)
+{
+    for (Py_ssize_t i = 0; i < stack->size; i++)
+        Py_DECREF(stack->nodes[i]);
+    PyMem_Free(stack->nodes);
+    PyMem_Free(stack->expanded);
+}
+
+static int stack_push(Stack *stack, PyObject *node, char expanded)
+{
+    if (stack->size == stack->capacity) {
+        Py_ssize_t capacity = stack->capacity * 2;
+        PyObject **nodes = PyMem_Realloc(stack->nodes, sizeof(PyObject *) * (size_t)capacity);
+        if (nodes == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        stack->nodes = nodes;
+        char *flags = PyMem_Realloc(stack->expanded, (size_t)capacity);
+        if (flags == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        stack->expanded = flags;
+        stack->capacity = capacity;
+    }
+    Py_INCREF(node);
+    stack->nodes[stack->size] = node;
+    stack->expanded[stack->size] = expanded;
+    stack->size++;
+    return 0;
+}
+
+/* Pop the top node (the caller owns the reference) and its flag. */
+static PyObject *stack_pop(Stack *stack, char *expanded)
+{
+    stack->size--;
+    *expanded = stack->expanded[stack->size];
+    return stack->nodes[stack->size];
+}
+
+/* Push ``node``'s inputs, last first, and note whether one of them changed after ``computed_at``. */
+static int push_inputs(Stack *stack, PyObject *node, PyObject *computed_at, PyObject *visited,
+                       int prune_constants, int *stale)
+{
+    PyObject *inputs = read_slot(node, INPUTS);
+    if (inputs == NULL)
+        return -1;
+    PyObject *sequence = PySequence_Fast(inputs, "a node's inputs must be a sequence");
+    Py_DECREF(inputs);
+    if (sequence == NULL)
+        return -1;
+    int status = 0;
+    for (Py_ssize_t i = PySequence_Fast_GET_SIZE(sequence) - 1; i >= 0; i--) {
+        PyObject *x = PySequence_Fast_GET_ITEM(sequence, i);
+        int changed = compare_attribute(x, DATA_SET_AT, computed_at, Py_GT);
+        if (changed < 0)
+            goto fail;
+        if (changed)
+            *stale = 1;
+        int wanted = 1;
+        if (prune_constants) {
+            wanted = attribute_is_true(x, REQUIRES_GRAD);
+            if (wanted < 0)
+                goto fail;
+        }
+        if (!wanted)
+            continue;
+        int seen = PySet_Contains(visited, x);
+        if (seen < 0)
+            goto fail;
+        if (!seen && stack_push(stack, x, 0) < 0)
+            goto fail;
+    }
+    goto done;
+fail:
+    status = -1;
+done:
+    Py_DECREF(sequence);
+    return status;
+}
+
+/* Whether ``op`` reads one item of a tuple (its class defines ``item_gradient``): such a node
+ * goes through the Python loop, which keeps those gradients sparse. */
+static int reads_a_tuple_item(PyObject *op)
+{
+    return _PyType_Lookup(Py_TYPE(op), s_item_gradient) != NULL;
+}
+
+static PyObject *checked_order(PyObject *module, PyObject *args)
+{
+    PyObject *root;
+    int prune_constants;
+    if (!PyArg_ParseTuple(args, "Op:checked_order", &root, &prune_constants))
+        return NULL;
+    if (ndarray_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_backward_walk.configure(NDArray) was not called");
+        return NULL;
+    }
+    Stack stack;
+    PyObject *order = PyList_New(0), *visited = PySet_New(NULL);
+    PyObject *stale_node = NULL, *node = NULL;
+    int plain = 1;
+    if (stack_init(&stack) < 0 || order == NULL || visited == NULL || stack_push(&stack, root, 0) < 0)
+        goto fail;
+    while (stack.size > 0) {
+        char expanded;
+        node = stack_pop(&stack, &expanded);
+        if (expanded) {
+            if (PyList_Append(order, node) < 0)
+                goto fail;
+            Py_CLEAR(node);
+            continue;
+        }
+        int seen = PySet_Contains(visited, node);
+        if (seen < 0)
+            goto fail;
+        if (seen) {
+            Py_CLEAR(node);
+            continue;
+        }
+        if (PySet_Add(visited, node) < 0)
+            goto fail;
+        if (plain) {
+            int one_array = holds_one_array(node);
+            if (one_array < 0)
+                goto fail;
+            plain = one_array;
+        }
+        PyObject *op = read_slot(node, OP);
+        if (op == NULL)
+            goto fail;
+        int leaf = op == Py_None;
+        if (!leaf && plain && reads_a_tuple_item(op))
+            plain = 0;
+        Py_DECREF(op);
+        if (leaf) {
+            if (PyList_Append(order, node) < 0)
+                goto fail;
+            Py_CLEAR(node);
+            continue;
+        }
+        PyObject *computed_at = read_slot(node, COMPUTED_AT);
+        if (computed_at == NULL)
+            goto fail;
+        int stale = compare_attribute(node, DATA_SET_AT, computed_at, Py_NE);
+        if (stale < 0 || stack_push(&stack, node, 1) < 0 ||
+            push_inputs(&stack, node, computed_at, visited, prune_constants, &stale) < 0) {
+            Py_DECREF(computed_at);
+            goto fail;
+        }
+        Py_DECREF(computed_at);
+        if (stale) {
+            stale_node = node; /* the caller raises, naming it */
+            node = NULL;
+            break;
+        }
+        Py_CLEAR(node);
+    }
+    Py_DECREF(visited);
+    stack_free(&stack);
+    PyObject *result = Py_BuildValue("(NOO)", order, stale_node ? stale_node : Py_None, plain ? Py_True : Py_False);
+    Py_XDECREF(stale_node);
+    return result;
+fail:
+    Py_XDECREF(node);
+    Py_XDECREF(order);
+    Py_XDECREF(visited);
+    stack_free(&stack);
+    return NULL;
+}
+
+/* The dtype of a gradient: ``grad.raw.dtype`` for an NDArray, else ``grad.dtype`` (new reference). */
+static PyObject *dtype_of(PyObject *grad)
+{
+    if ((PyObject *)Py_TYPE(grad) != ndarray_type)
+        return PyObject_GetAttr(grad, s_dtype);
+    PyObject *raw = read_slot(grad, RAW);
+    if (raw == NULL)
+        return NULL;
+    PyObject *dtype = PyObject_GetAttr(raw, s_dtype);
+    Py_DECREF(raw);
+    return dtype;
+}
+
+/* The gradient ``grad`` (stolen) as it arrives at ``node``: cast by ``cast_arriving`` when its
+ * dtype is not the node's; NULL with no error set when the node takes none. */
+static PyObject *arriving(PyObject *node, PyObject *grad, PyObject *cast_arriving)
+{
+    PyObject *data = read_slot(node, CACHED_DATA);
+    PyObject *node_dtype = data == NULL ? NULL : dtype_of(data);
+    Py_XDECREF(data);
+    PyObject *grad_dtype = node_dtype == NULL ? NULL : dtype_of(grad);
+    if (grad_dtype == NULL) {
+        Py_XDECREF(node_dtype);
+        Py_DECREF(grad);
+        return NULL;
+    }
+    int same = grad_dtype == node_dtype;
+    if (!same)
+        same = PyObject_RichCompareBool(grad_dtype, node_dtype, Py_EQ);
+    Py_DECREF(grad_dtype);
+    Py_DECREF(node_dtype);
+    if (same < 0) {
+        Py_DECREF(grad);
+        return NULL;
+    }
+    if (same)
+        return grad;
+    PyObject *cast = PyObject_CallFunctionObjArgs(cast_arriving, node, grad, NULL);
+    Py_DECREF(grad);
+    if (cast == Py_None) {
+        Py_DECREF(cast);
+        return NULL;
+    }
+    return cast;
+}
+
+/* Add ``input_grad`` to the gradient of ``x`` in ``grads`` (``add_grads`` when it has one). */
+static int accumulate(PyObject *grads, PyObject *x, PyObject *input_grad, PyObject *add_grads)
+{
+    PyObject *previous = PyDict_GetItemWithError(grads, x);
+    if (previous == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        return PyDict_SetItem(grads, x, input_grad);
+    }
+    Py_INCREF(previous);
+    PyObject *sum = PyObject_CallFunctionObjArgs(add_grads, previous, input_grad, NULL);
+    Py_DECREF(previous);
+    if (sum == NULL)
+        return -1;
+    int status = PyDict_SetItem(grads, x, sum);
+    Py_DECREF(sum);
+    return status;
+}
+
+/* Hand the gradient of the graph node ``node`` on to its inputs through ``op.gradient_data``. */
+static int pass_to_inputs(PyObject *grads, PyObject *node, PyObject *op, PyObject *grad, PyObject *add_grads)
+{
+    /* NOTE: the inputs are read first, as zip(node.inputs, op.gradient_data(...)) reads them */
+    PyObject *inputs = read_slot(node, INPUTS);
+    if (inputs == NULL)
+        return -1;
+    PyObject *xs = PySequence_Fast(inputs, "a node's inputs must be a sequence");
+    Py_DECREF(inputs);
+    if (xs == NULL)
+        return -1;
+    PyObject *input_grads = PyObject_CallMethodObjArgs(op, s_gradient_data, grad, node, NULL);
+    PyObject *gs = input_grads == NULL ? NULL : PySequence_Fast(input_grads, "gradient_data must return a sequence");
+    Py_XDECREF(input_grads);
+    int status = -1;
+    if (gs == NULL)
+        goto done;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(xs);
+    if (PySequence_Fast_GET_SIZE(gs) < count)
+        count = PySequence_Fast_GET_SIZE(gs); /* zip()'s length */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(xs, i), *input_grad = PySequence_Fast_GET_ITEM(gs, i);
+        if (input_grad == Py_None)
+            continue;
+        Py_INCREF(x); /* held across the calls to Python below */
+        Py_INCREF(input_grad);
+        int wanted = attribute_is_true(x, REQUIRES_GRAD);
+        int failed = wanted < 0 || (wanted && accumulate(grads, x, input_grad, add_grads) < 0);
+        Py_DECREF(x);
+        Py_DECREF(input_grad);
+        if (failed)
+            goto done;
+    }
+    status = 0;
+done:
+    Py_XDECREF(xs);
+    Py_XDECREF(gs);
+    return status;
+}
+
+static PyObject *gradient_pass(PyObject *module, PyObject *args)
+{
+    PyObject *order, *output, *out_grad, *make_leaf_grad, *add_grads, *cast_arriving;
+    if (!PyArg_ParseTuple(args, "O!OOOOO:gradient_pass", &PyList_Type, &order, &output, &out_grad,
+                          &make_leaf_grad, &add_grads, &cast_arriving))
+        return NULL;
+    PyObject *grads = PyDict_New();
+    if (grads == NULL || PyDict_SetItem(grads, output, out_grad) < 0)
+        goto fail;
+    for (Py_ssize_t i = PyList_GET_SIZE(order) - 1; i >= 0; i--) {
+        PyObject *node = PyList_GET_ITEM(order, i);
+        Py_INCREF(node);
+        PyObject *grad = PyDict_GetItemWithError(grads, node);
+        if (grad == NULL) {
+            Py_DECREF(node);
+            if (PyErr_Occurred())
+                goto fail;
+            continue; /* none reaches it */
+        }
+        Py_INCREF(grad);
+        if (PyDict_DelItem(grads, node) < 0) {
+            Py_DECREF(grad);
+            Py_DECREF(node);
+            goto fail;
+        }
+        grad = arriving(node, grad, cast_arriving);
+        if (grad == NULL) {
+            Py_DECREF(node);
+            if (PyErr_Occurred())
+                goto fail;
+            continue; /* an integer or bool value: it takes none */
+        }
+        PyObject *op = read_slot(node, OP);
+        int status = -1;
+        if (op == Py_None) {
+            PyObject *leaf_grad = PyObject_CallOneArg(make_leaf_grad, grad);
+            if (leaf_grad != NULL) {
+                status = PyObject_SetAttr(node, s_grad, leaf_grad);
+                Py_DECREF(leaf_grad);
+            }
+        } else if (op != NULL) {
+            status = pass_to_inputs(grads, node, op, grad, add_grads);
+        }
+        Py_XDECREF(op);
+        Py_DECREF(grad);
+        Py_DECREF(node);
+        if (status < 0)
+            goto fail;
+    }
+    Py_DECREF(grads);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(grads);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(NDArray, Value): the array class whose nodes the walk takes, and the class whose\n"
+     "slots it reads in place."},
+    {"checked_order", checked_order, METH_VARARGS,
+     "checked_order(root, prune_constants) -> (order, stale, plain)\n\n"
+     "backward.py's _checked_nodes: the nodes root depends on, inputs first; the first node\n"
+     "computed from changed data (or None); whether every node holds one NDArray."},
+    {"gradient_pass", gradient_pass, METH_VARARGS,
+     "gradient_pass(order, output, out_grad, make_leaf_grad, add_grads, cast_arriving) -> None\n\n"
+     "The loop of backward.py's compute_gradient_data over a plain graph (see checked_order)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef backward_walk_module = {
+    PyModuleDef_HEAD_INIT, "_backward_walk",
+    "The fast backward pass's walk over the graph (see needle/backward.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__backward_walk(void)
+{
+    static const char *names[] = {"op", "inputs", "_computed_at", "_data_set_at", "requires_grad",
+                                  "cached_data", "raw", "dtype", "gradient_data", "grad", "item_gradient"};
+    PyObject **slots[] = {&s_op, &s_inputs, &s_computed_at, &s_data_set_at, &s_requires_grad,
+                          &s_cached_data, &s_raw, &s_dtype, &s_gradient_data, &s_grad, &s_item_gradient};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        *slots[i] = PyUnicode_InternFromString(names[i]);
+        if (*slots[i] == NULL)
+            return NULL;
+    }
+    PyObject *in_slot_order[SLOT_COUNT] = {s_op, s_inputs, s_computed_at, s_data_set_at, s_requires_grad, s_cached_data, s_raw};
+    for (int slot = 0; slot < SLOT_COUNT; slot++)
+        slot_names[slot] = in_slot_order[slot];
+    return PyModule_Create(&backward_walk_module);
+}
