@@ -121,6 +121,9 @@ def machine_description(device):
         from needle.backend_ndarray import fused_ops
 
         lines.append(f"needle's loss and ReLU-backward pieces: {fused_ops.describe()}")
+        from needle import backward_walk
+
+        lines.append(f"needle's backward(create_graph=False) walk: {backward_walk.describe()}")
     except ImportError:
         pass
     return lines
