@@ -167,15 +167,22 @@ static PyObject *stack_pop(Stack *stack, char *expanded)
     return stack->nodes[stack->size];
 }
 
+/* ``node.inputs`` as a PySequence_Fast (a new reference), or NULL with the error set. */
+static PyObject *inputs_of(PyObject *node)
+{
+    PyObject *inputs = read_slot(node, INPUTS);
+    if (inputs == NULL)
+        return NULL;
+    PyObject *sequence = PySequence_Fast(inputs, "a node's inputs must be a sequence");
+    Py_DECREF(inputs);
+    return sequence;
+}
+
 /* Push ``node``'s inputs, last first, and note whether one of them changed after ``computed_at``. */
 static int push_inputs(Stack *stack, PyObject *node, PyObject *computed_at, PyObject *visited,
                        int prune_constants, int *stale)
 {
-    PyObject *inputs = read_slot(node, INPUTS);
-    if (inputs == NULL)
-        return -1;
-    PyObject *sequence = PySequence_Fast(inputs, "a node's inputs must be a sequence");
-    Py_DECREF(inputs);
+    PyObject *sequence = inputs_of(node);
     if (sequence == NULL)
         return -1;
     int status = 0;
@@ -367,11 +374,7 @@ static int accumulate(PyObject *grads, PyObject *x, PyObject *input_grad, PyObje
 static int pass_to_inputs(PyObject *grads, PyObject *node, PyObject *op, PyObject *grad, PyObject *add_grads)
 {
     /* NOTE: the inputs are read first, as zip(node.inputs, op.gradient_data(...)) reads them */
-    PyObject *inputs = read_slot(node, INPUTS);
-    if (inputs == NULL)
-        return -1;
-    PyObject *xs = PySequence_Fast(inputs, "a node's inputs must be a sequence");
-    Py_DECREF(inputs);
+    PyObject *xs = inputs_of(node);
     if (xs == NULL)
         return -1;
     PyObject *input_grads = PyObject_CallMethodObjArgs(op, s_gradient_data, grad, node, NULL);
