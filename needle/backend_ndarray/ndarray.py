@@ -10,6 +10,7 @@ import numpy
 from .course_api import CourseArrayInterface
 from .device import Device, as_device, device_of, resolve_dtype
 from .handles import check_view, element_reach
+from .products import matmul
 
 
 class NDArray(CourseArrayInterface):
@@ -247,10 +248,10 @@ class NDArray(CourseArrayInterface):
         return NDArray.wrap(-self.raw, self.device)
 
     def __matmul__(self, other):
-        return _wrap(self.raw @ self._other(other), self.device)
+        return _wrap(matmul(self.raw, self._other(other)), self.device)
 
     def __rmatmul__(self, other):
-        return _wrap(self._other(other) @ self.raw, self.device)
+        return _wrap(matmul(self._other(other), self.raw), self.device)
 
     def __eq__(self, other):
         return _wrap(self.raw == self._other(other), self.device)

@@ -23,6 +23,8 @@ from .traced_array import TracedArray
 class Capture:
     """A captured plan and the state it expects (one entry of a :class:`CompiledFunction`)."""
 
+    replays_a_plan = True  # its calls count as replays (CompiledFunction.replays)
+
     def __init__(self, plan, tensor_positions, slots, outputs, last_result):
         self.plan = plan
         self.tensor_positions = tensor_positions

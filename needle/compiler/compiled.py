@@ -8,7 +8,8 @@ from ..grad_mode import GRAD_MODE
 from ..tensor import Tensor
 from .capture import capture_cpu
 from .cuda_graph import capture_cuda, is_cuda_argument
-from .errors import CaptureError
+from .eager_entry import EagerEntry
+from .errors import CaptureError, EagerFallback, EagerFallbackWarning
 from .plan import ReplayMismatch
 from .repeat_guard import repeat_guard
 from .state import discover
@@ -120,7 +121,7 @@ class CompiledFunction:
             result = entry.replay(args, kwargs)
         except ReplayMismatch as mismatch:
             return self._after_mismatch(entry, mismatch, args, kwargs)
-        self.replays += 1
+        self.replays += entry.replays_a_plan
         return result
 
     def _checked_entry(self, args, kwargs):
@@ -168,7 +169,12 @@ class CompiledFunction:
     def _capture(self, args, kwargs):
         self._state = state = discover(self.fn, args, kwargs)
         if is_cuda_argument(args, kwargs):
-            entry = capture_cuda(self.fn, args, kwargs, state)
+            try:
+                entry = capture_cuda(self.fn, args, kwargs, state)
+            except EagerFallback as fallback:
+                # NOTE: warned once: later calls of this signature find the eager entry
+                warnings.warn(fallback.reason, EagerFallbackWarning, stacklevel=3)
+                entry = EagerEntry(self.fn, fallback.reason, fallback.eager_result)
         else:
             entry = capture_cpu(self.fn, args, kwargs, state)
         self.captures += 1

@@ -5,18 +5,29 @@ into a graph instead of running, every buffer allocated meanwhile is kept alive 
 lifetime (:class:`KeptAllocations`), and each optimizer step ends one graph and starts the next
 (:class:`GraphSegments`), so the update runs as a host call that reads ``lr`` and the step
 count at every replay. A replay copies the inputs into the captured input buffers and launches
-the graphs: one launch for the forward and backward, one update kernel per device.
+the graphs on the caller's current stream: one launch for the forward and backward, one update
+kernel per device.
 
-What a CUDA graph cannot hold raises :class:`CaptureError` at capture: a value read to the host
-(CuPy raises on a synchronising copy during capture) and a host-to-device upload (Dropout draws
-its mask on the host; use ``ndl.compile`` on CPU for steps with Dropout, or no Dropout).
+The first call runs the step eagerly (it also makes lazily made state: optimizer moments, CuPy's
+compiled kernels), then captures it. What a CUDA graph cannot hold is found there: a
+host-to-device upload (Dropout draws its mask on the host), a value read to the host (CuPy
+refuses a synchronising copy during capture), a library call CuPy refuses while capturing. The
+step has already run correctly, so the call returns its eager result, every slot of the model
+and optimizers is set back to what the eager call left, :class:`EagerFallbackWarning` says why
+once, and calls with that signature run eagerly. (On the CPU, where the capture is the eager
+call, a value read to the host raises :class:`CaptureError` instead.)
+
+CuPy refuses every cuBLAS call during a capture, so while one runs, needle's matrix products
+(:mod:`needle.backend_ndarray.products`) make CuPy's own GEMM call directly
+(:class:`~needle.backend_ndarray.captured_gemm.CapturedGemm`), which the graph records.
 
 Without a GPU this module imports and its bookkeeping is tested with stand-ins for the stream
 and the memory pool; ``benchmarks/gpu_check.sh`` measures it on a GPU.
 """
 import numpy
 
-from .errors import CaptureError
+from ..backend_ndarray.captured_gemm import NotCapturable
+from .errors import EagerFallback
 
 
 class KeptAllocations:
@@ -56,8 +67,10 @@ class GraphSegments:
 
     ``begin()`` starts capturing; ``host_call(fn)`` ends the current graph, records ``fn`` (it
     runs at each replay, not now: the kernels before it have only been recorded) and starts the
-    next graph; ``end()`` closes the last one. ``items`` are callables: graph launches on
-    ``stream`` and the host calls.
+    next graph; ``end()`` closes the last one. ``items`` are callables: graph launches and the
+    host calls, both on the stream current at the replay (the caller's, usually CuPy's default),
+    so a replay is ordered after the kernels that made its inputs and before those that read its
+    results, as an eager step is; ``stream`` only records.
     """
 
     def __init__(self, stream):
@@ -71,8 +84,7 @@ class GraphSegments:
     def _close(self):
         graph = self.stream.end_capture()
         self.graphs += 1
-        stream = self.stream
-        self.items.append(lambda: graph.launch(stream))
+        self.items.append(graph.launch)
 
     def host_call(self, function):
         self._close()
@@ -84,8 +96,15 @@ class GraphSegments:
 
     def abort(self):
         """End a capture that failed part-way (the partial graph is discarded)."""
-        if self.stream.is_capturing():
-            self.stream.end_capture()
+        try:
+            capturing = self.stream.is_capturing()
+        except Exception:  # NOTE: CuPy raises for an invalidated capture, which still has to be ended
+            capturing = True
+        if capturing:
+            try:
+                self.stream.end_capture()
+            except Exception:  # ending an invalidated capture reports it; the stream is back to normal
+                pass
 
     def replay(self):
         for item in self.items:
@@ -96,6 +115,7 @@ class CudaGraphCapture:
     """A step captured as graph segments, with the input buffers it copies new inputs into."""
 
     expected_slots = ()  # no state checks before a replay (ready() is always True)
+    replays_a_plan = True
 
     def __init__(self, segments, allocations, tensor_positions, input_buffers, outputs, last_result):
         self.segments = segments
@@ -111,21 +131,23 @@ class CudaGraphCapture:
     def replay(self, args, kwargs):
         from .capture import _argument, _rebuild
 
-        with self.segments.stream:
-            for buffer, position in zip(self.input_buffers, self.tensor_positions):
-                buffer[...] = _argument(args, kwargs, position).cached_data.raw
-            self.segments.replay()
-            return _rebuild(self.outputs)
+        # NOTE: on the current stream, not the capture's: a side stream would race the kernels
+        # that made the inputs (CuPy's default stream does not wait for a non-blocking one).
+        for buffer, position in zip(self.input_buffers, self.tensor_positions):
+            buffer[...] = _argument(args, kwargs, position).cached_data.raw
+        self.segments.replay()
+        return _rebuild(self.outputs)
 
 
 def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (benchmarks/gpu_check.sh)
     """Run ``fn`` once under CUDA stream capture; return its :class:`CudaGraphCapture`."""
     import cupy
 
-    from ..backend_ndarray import NDArray
+    from ..backend_ndarray import NDArray, products
+    from ..backend_ndarray.captured_gemm import CapturedGemm
     from ..backend_ndarray.device import Device
     from ..tensor import Tensor
-    from .capture import _template
+    from .capture import _detached, _template
 
     tensor_positions, input_buffers = [], []
 
@@ -151,42 +173,83 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
 
     def refuse_upload(device, host_array, dtype="float32"):
         if device.name != "cpu":
-            raise CaptureError(
-                "ndl.compile: a host-to-device upload (a Dropout mask drawn on the host) happened during CUDA "
-                "graph capture; a graph would replay the first mask. Remove Dropout from the compiled step or "
-                "train it on the CPU"
+            raise HostUpload(
+                "ndl.compile: this step uploads an array drawn on the host (a Dropout mask) to the GPU, and a "
+                "CUDA graph would replay the first draw, so calls with this signature run eagerly, with the "
+                "same values. For a replayed step on CUDA, compile the step without Dropout (model.eval() "
+                "selects another plan), or compile it on the CPU, where masks are drawn at every replay"
             )
         return original_from_host(device, host_array, dtype)
 
-    before = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots if name != "grad"]
+    after_eager = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots]
+    random_state = numpy.random.get_state()  # the capture's draws (a Dropout mask) are not eager's
+    before = [slot for slot in after_eager if slot[1] != "grad"]
+    try:
+        gemm = CapturedGemm()
+    except NotCapturable as error:
+        raise EagerFallback(
+            f"ndl.compile: {error}, so calls with this signature run eagerly", _detached(eager_result)
+        ) from None
     for opt in state.optimizers:
         step = type(opt).step.__get__(opt)
         opt.step = lambda step=step: segments.host_call(step)
     Device.from_host = refuse_upload
+    products.CAPTURE_PRODUCT = gemm  # NOTE: CuPy refuses cuBLAS while a stream captures
     try:
         with allocations, stream:
             segments.begin()
             try:
                 result = fn(*device_args, **device_kwargs)
-            except cupy.cuda.runtime.CUDARuntimeError as error:
+            except Exception as error:
                 segments.abort()
-                raise CaptureError(
-                    f"ndl.compile: the step waited for the GPU during CUDA graph capture ({error}); it reads a "
-                    "value to the host: return the tensor and read it after the call"
-                ) from error
-            except BaseException:
+                _restore(after_eager)
+                raise EagerFallback(
+                    _fallback_reason(error, cupy.cuda.runtime.CUDARuntimeError), _detached(eager_result)
+                ) from None
+            except BaseException:  # KeyboardInterrupt: the capture is abandoned, the state kept
                 segments.abort()
+                _restore(after_eager)
                 raise
             _copy_back_replaced_state(before)
             segments.end()
     finally:
         Device.from_host = original_from_host
+        products.CAPTURE_PRODUCT = None
+        numpy.random.set_state(random_state)
         for opt in state.optimizers:
             opt.__dict__.pop("step", None)
     outputs = _template(result, set())
-    from .capture import _detached
-
     return CudaGraphCapture(segments, allocations, tensor_positions, input_buffers, outputs, _detached(eager_result))
+
+
+def _fallback_reason(error, cuda_error):
+    """Why a step that ran eagerly could not be captured, and what to do, for the one warning
+    (``cuda_error``: CuPy's ``CUDARuntimeError``)."""
+    eager = "so calls with this signature run eagerly, with the same values"
+    if isinstance(error, HostUpload):
+        return str(error)
+    if isinstance(error, cuda_error):
+        return (
+            f"ndl.compile: the step waited for the GPU while it was being captured as a CUDA graph ({error}), "
+            f"{eager}. If it reads a tensor's value (float(loss), loss.numpy(), if loss > 0:), return the "
+            f"tensor and read it after the call"
+        )
+    if isinstance(error, (NotImplementedError, NotCapturable)):
+        return f"ndl.compile: this step makes a call that a CUDA graph cannot record ({error}), {eager}"
+    return (
+        f"ndl.compile: the step raised {type(error).__name__}: {error} while being captured as a CUDA graph "
+        f"(its eager run before had succeeded), {eager}"
+    )
+
+
+class HostUpload(Exception):
+    """An upload from the host during capture (see :func:`capture_cuda`)."""
+
+
+def _restore(slots):
+    """Set each (owner, attribute, tensor) back: a failed capture leaves the eager call's state."""
+    for owner, name, tensor in slots:
+        setattr(owner, name, tensor)
 
 
 def _copy_back_replaced_state(before):  # pragma: no cover - needs a GPU

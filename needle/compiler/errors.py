@@ -1,4 +1,4 @@
-"""The error a capture raises when the step cannot be replayed."""
+"""The error a capture raises when the step cannot be replayed, and the warning of a step that runs eagerly."""
 
 
 class CaptureError(RuntimeError):
@@ -10,3 +10,17 @@ class CaptureError(RuntimeError):
     def __init__(self, message, where=None):
         super().__init__(message)
         self.where = where
+
+
+class EagerFallbackWarning(UserWarning):
+    """Warned once per signature when ``ndl.compile`` cannot replay a step that ran correctly
+    eagerly (on CUDA: a Dropout mask drawn on the host); calls with that signature run eagerly."""
+
+
+class EagerFallback(Exception):
+    """Raised by a capture whose eager call succeeded but whose step cannot be replayed: carries
+    the eager call's result and the reason, for :class:`~needle.compiler.compiled.CompiledFunction`."""
+
+    def __init__(self, reason, eager_result):
+        super().__init__(reason)
+        self.reason, self.eager_result = reason, eager_result

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..autograd import TensorOp
 from ..backend_ndarray import NDArray
 from ..backend_ndarray.kernels import SoftmaxCrossEntropySaved
+from ..backend_ndarray.products import matmul
 from ..deferred import deferred_array_product, deferred_product, is_deferrable
 from .ops_logarithmic import logsoftmax
 from .ops_mathematic import exp
@@ -32,7 +33,7 @@ class LinearOp(TensorOp):
                 f"LinearOp: input has {x.shape[-1]} features (shape {x.shape}) but the weight "
                 f"expects {weight.shape[0]} (shape {weight.shape})"
             )
-        out = x_raw @ weight_raw
+        out = matmul(x_raw, weight_raw)
         if bias is not None:
             bias_raw = bias.raw
             # NOTE: nn.Linear's (1, out) bias broadcasts over a batch as it is; any other shape
@@ -83,12 +84,12 @@ class LinearOp(TensorOp):
         w = weight.cached_data.raw
         g = out_grad.raw
         g_flat = g if g.ndim == 2 else g.reshape(-1, w.shape[1])
-        grad_x = NDArray.wrap(g @ w.T, device) if x.requires_grad else None
+        grad_x = NDArray.wrap(matmul(g, w.T), device) if x.requires_grad else None
         grad_weight = None
         if weight.requires_grad:
             x_raw = x.cached_data.raw
             x_flat = x_raw if x_raw.ndim == 2 else x_raw.reshape(-1, w.shape[0])
-            grad_weight = NDArray.wrap(x_flat.T @ g_flat, device)
+            grad_weight = NDArray.wrap(matmul(x_flat.T, g_flat), device)
         if len(inputs) == 2:
             return grad_x, grad_weight
         bias = inputs[2]

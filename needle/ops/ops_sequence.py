@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..autograd import TensorTuple, TensorTupleOp
 from ..backend_ndarray import NDArray
+from ..backend_ndarray.products import matmul
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
@@ -112,8 +113,8 @@ class LSTMCellOp(_FusedOp):
 
     def compute(self, x: NDArray, h: NDArray, c: NDArray, weight_ih: NDArray, weight_hh: NDArray, bias=None):
         _check_lstm_weights("LSTMCellOp", x.shape[-1], h.shape[-1], weight_ih, weight_hh)
-        gates = x.raw @ weight_ih.raw
-        gates += h.raw @ weight_hh.raw
+        gates = matmul(x.raw, weight_ih.raw)
+        gates += matmul(h.raw, weight_hh.raw)
         if bias is not None:
             gates += bias.raw.reshape(-1)
         activated, c_next, tanh_c, h_next = _activate_gates(gates, c.raw, x.device.xp)
@@ -127,11 +128,11 @@ class LSTMCellOp(_FusedOp):
         grad_gates = x.device.xp.empty_like(activated)
         grad_c = _gate_adjoints(activated, tanh_c, c.raw, out_grads[0].raw, out_grads[1].raw, grad_gates)
         products = [
-            lambda: grad_gates @ weight_ih.raw.T,
-            lambda: grad_gates @ weight_hh.raw.T,
+            lambda: matmul(grad_gates, weight_ih.raw.T),
+            lambda: matmul(grad_gates, weight_hh.raw.T),
             lambda: grad_c,
-            lambda: x.raw.T @ grad_gates,
-            lambda: h.raw.T @ grad_gates,
+            lambda: matmul(x.raw.T, grad_gates),
+            lambda: matmul(h.raw.T, grad_gates),
             lambda: grad_gates.sum(axis=0).reshape(inputs[5].shape),
         ]
         device = h.device
@@ -174,7 +175,7 @@ class LSTMLayerOp(_FusedOp):
         hidden = h0.shape[-1]
         _check_lstm_weights("LSTMLayerOp", input_size, hidden, weight_ih, weight_hh)
         xp = X.device.xp
-        projected = X.raw.reshape(steps * batch, input_size) @ weight_ih.raw
+        projected = matmul(X.raw.reshape(steps * batch, input_size), weight_ih.raw)
         if bias is not None:
             projected += bias.raw.reshape(-1)
         projected = projected.reshape(steps, batch, 4 * hidden)
@@ -184,7 +185,7 @@ class LSTMLayerOp(_FusedOp):
         h, c, w_hh = h0.raw, c0.raw, weight_hh.raw
         for t in range(steps):
             gates = projected[t]
-            gates += h @ w_hh
+            gates += matmul(h, w_hh)
             _, cells[t], tanh_cells[t], output[t] = _activate_gates(gates, c, xp)
             h, c = output[t], cells[t]
         # NOTE: ``projected`` now holds the activated gates, which the backward pass needs.
@@ -206,18 +207,18 @@ class LSTMLayerOp(_FusedOp):
             grad_h = grad_h + grad_output[t]
             c_prev = cells[t - 1] if t > 0 else c0.raw
             grad_c = _gate_adjoints(activated[t], tanh_cells[t], c_prev, grad_h, grad_c, grad_gates[t])
-            grad_h = grad_gates[t] @ w_hh_t
+            grad_h = matmul(grad_gates[t], w_hh_t)
         flat_grads = grad_gates.reshape(steps * batch, 4 * hidden)
 
         def grad_weight_hh():
             previous = xp.concatenate([h0.raw[None], output[:-1]]).reshape(steps * batch, hidden)
-            return previous.T @ flat_grads
+            return matmul(previous.T, flat_grads)
 
         products = [
-            lambda: (flat_grads @ weight_ih.raw.T).reshape(X.shape),
+            lambda: matmul(flat_grads, weight_ih.raw.T).reshape(X.shape),
             lambda: grad_h,
             lambda: grad_c,
-            lambda: X.raw.reshape(steps * batch, input_size).T @ flat_grads,
+            lambda: matmul(X.raw.reshape(steps * batch, input_size).T, flat_grads),
             grad_weight_hh,
             lambda: flat_grads.sum(axis=0).reshape(inputs[5].shape),
         ]
@@ -268,14 +269,14 @@ class RNNLayerOp(_FusedOp):
                 f"({input_size}, {hidden}) and W_hh of shape ({hidden}, {hidden}), got {weight_ih.shape} and {weight_hh.shape}"
             )
         xp = X.device.xp
-        output = X.raw.reshape(steps * batch, input_size) @ weight_ih.raw
+        output = matmul(X.raw.reshape(steps * batch, input_size), weight_ih.raw)
         if bias is not None:
             output += bias.raw.reshape(-1)
         output = output.reshape(steps, batch, hidden)
         h, w_hh = h0.raw, weight_hh.raw
         for t in range(steps):
             pre_activation = output[t]
-            pre_activation += h @ w_hh
+            pre_activation += matmul(h, w_hh)
             if self.nonlinearity == "tanh":
                 xp.tanh(pre_activation, out=pre_activation)
             else:
@@ -298,17 +299,17 @@ class RNNLayerOp(_FusedOp):
             # NOTE: tanh' = 1 - h^2; ReLU's gradient is 0 at the kink, as PyTorch's.
             derivative = 1 - output[t] * output[t] if self.nonlinearity == "tanh" else output[t] > 0
             xp.multiply(grad_h, derivative, out=grad_pre[t])
-            grad_h = grad_pre[t] @ w_hh_t
+            grad_h = matmul(grad_pre[t], w_hh_t)
         flat_grads = grad_pre.reshape(steps * batch, hidden)
 
         def grad_weight_hh():
             previous = xp.concatenate([h0.raw[None], output[:-1]]).reshape(steps * batch, hidden)
-            return previous.T @ flat_grads
+            return matmul(previous.T, flat_grads)
 
         products = [
-            lambda: (flat_grads @ weight_ih.raw.T).reshape(X.shape),
+            lambda: matmul(flat_grads, weight_ih.raw.T).reshape(X.shape),
             lambda: grad_h,
-            lambda: X.raw.reshape(steps * batch, input_size).T @ flat_grads,
+            lambda: matmul(X.raw.reshape(steps * batch, input_size).T, flat_grads),
             grad_weight_hh,
             lambda: flat_grads.sum(axis=0).reshape(inputs[4].shape),
         ]

@@ -1,0 +1,138 @@
+"""ndl.compile on a GPU: the step replays as CUDA graph launches, with the eager step's values.
+
+These run only where CuPy finds a GPU (``benchmarks/gpu_check.sh`` runs them); the graph
+bookkeeping without a GPU is in test_cuda_graph.py.
+"""
+import numpy as np
+import pytest
+
+import needle as ndl
+import needle.nn as nn
+
+FEATURES, CLASSES, SAMPLES, STEPS = 12, 4, 150, 50
+
+
+def _data(device):
+    rng = np.random.RandomState(3)
+    images = rng.randn(SAMPLES, FEATURES).astype(np.float32)
+    labels = rng.randint(0, CLASSES, SAMPLES)
+    return device.xp.asarray(images), device.xp.asarray(labels)
+
+
+def _setup(device, optimizer, dropout=False):
+    np.random.seed(0)
+    layers = [nn.Linear(FEATURES, 16, device=device), nn.BatchNorm1d(16, device=device), nn.ReLU()]
+    if dropout:
+        layers.append(nn.Dropout(0.25))
+    model = nn.Sequential(*layers, nn.Linear(16, CLASSES, device=device))
+    if optimizer == "sgd":
+        opt = ndl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+    else:
+        opt = ndl.optim.Adam(model.parameters(), lr=0.01, weight_decay=0.001)
+    loss_fn = nn.SoftmaxLoss()
+
+    def step(x, y):
+        opt.reset_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, opt, step
+
+
+def _train(device, step, opt, steps=STEPS, batch_size=32, lr_change=None):
+    """``steps`` steps in order over the data; the last batch of each pass is partial (22 rows)."""
+    from needle.backend_ndarray import NDArray
+
+    images, labels = _data(device)
+    losses, position = [], 0
+    for index in range(steps):
+        if lr_change is not None and index == lr_change[0]:
+            opt.lr = lr_change[1]
+        if position >= SAMPLES:
+            position = 0
+        x = ndl.Tensor.make_const(NDArray.wrap(images[position : position + batch_size], device))
+        y = ndl.Tensor.make_const(NDArray.wrap(labels[position : position + batch_size], device))
+        position += batch_size
+        losses.append(step(x, y))
+    return [loss.numpy().copy() for loss in losses]  # read after all steps: no result is overwritten
+
+
+def _state(model, opt):
+    arrays = {f"model.{name}": np.array(value).copy() for name, value in model.state_dict().items()}
+    for index, entry in opt.state_dict()["state"].items():
+        for name, value in entry.items():
+            arrays[f"opt.{index}.{name}"] = np.array(value).copy()
+    return arrays
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_cuda_replay_equals_eager_over_fifty_steps_with_partial_batches_and_an_lr_change(cuda_device, optimizer):
+    lr_change = (20, 0.03)
+    model, opt, step = _setup(cuda_device, optimizer)
+    eager_losses = _train(cuda_device, step, opt, lr_change=lr_change)
+    eager_state = _state(model, opt)
+    model, opt, step = _setup(cuda_device, optimizer)
+    compiled = ndl.compile(step)
+    losses = _train(cuda_device, compiled, opt, lr_change=lr_change)
+    state = _state(model, opt)
+    assert compiled.captures == 2 and compiled.replays == STEPS - 2  # full batches, and the partial one
+    for index, (expected, got) in enumerate(zip(eager_losses, losses)):
+        assert expected.tobytes() == got.tobytes(), f"loss of step {index}: {expected} != {got}"
+    assert sorted(state) == sorted(eager_state) and any(name.endswith("running_mean") for name in state)
+    for name, expected in eager_state.items():
+        assert expected.tobytes() == state[name].tobytes(), f"{name}: max difference {np.abs(expected - state[name]).max()}"
+
+
+def test_cuda_replay_results_are_copies_and_the_lr_change_takes_effect(cuda_device):
+    _, opt, step = _setup(cuda_device, "sgd")
+    compiled = ndl.compile(step)
+    unchanged = _train(cuda_device, compiled, opt, steps=8)
+    _, opt, step = _setup(cuda_device, "sgd")
+    changed = _train(cuda_device, ndl.compile(step), opt, steps=8, lr_change=(3, 0.0))
+    assert [a.tobytes() for a in unchanged[:4]] == [a.tobytes() for a in changed[:4]]
+    assert any(a.tobytes() != b.tobytes() for a, b in zip(unchanged[4:], changed[4:]))
+    assert len({loss.tobytes() for loss in unchanged}) > 1  # each returned loss kept its own step's value
+
+
+def test_cuda_train_and_eval_select_their_own_plans(cuda_device):
+    model, opt, step = _setup(cuda_device, "sgd")
+    compiled = ndl.compile(step)
+    _train(cuda_device, compiled, opt, steps=3)
+    model.eval()
+    _train(cuda_device, compiled, opt, steps=3)
+    assert compiled.captures == 2
+
+
+def test_cuda_dropout_runs_eagerly_with_one_warning_and_eager_values(cuda_device):
+    model, opt, step = _setup(cuda_device, "sgd", dropout=True)
+    np.random.seed(5)
+    eager_losses = _train(cuda_device, step, opt, steps=6)
+    eager_state = _state(model, opt)
+    model, opt, step = _setup(cuda_device, "sgd", dropout=True)
+    compiled = ndl.compile(step)
+    np.random.seed(5)
+    with pytest.warns(ndl.EagerFallbackWarning, match="Dropout"):
+        losses = _train(cuda_device, compiled, opt, steps=6)
+    assert compiled.captures == 2 and compiled.replays == 0  # the full batches, and the partial fifth
+    assert [loss.tobytes() for loss in losses] == [loss.tobytes() for loss in eager_losses]
+    state = _state(model, opt)
+    for name, expected in eager_state.items():
+        assert expected.tobytes() == state[name].tobytes(), name
+
+
+def test_cuda_reading_a_value_inside_the_step_falls_back_to_eager_with_the_fix(cuda_device):
+    model, opt, step = _setup(cuda_device, "sgd")
+    reads = []
+
+    def reads_the_loss(x, y):
+        loss = step(x, y)
+        reads.append(float(loss.numpy()))
+        return loss
+
+    with pytest.warns(ndl.EagerFallbackWarning, match="read it after the call"):
+        losses = _train(cuda_device, ndl.compile(reads_the_loss), opt, steps=3)
+    assert reads == [float(loss) for loss in losses]  # every call ran eagerly, its read included
+    _, opt, step = _setup(cuda_device, "sgd")
+    assert [l.tobytes() for l in _train(cuda_device, step, opt, steps=3)] == [l.tobytes() for l in losses]
