@@ -479,6 +479,22 @@ class Value:
 
     _is_parameter = False  # nn.Parameter sets True: what a "wasted" graph node reads
 
+    def __reduce_ex__(self, protocol):
+        # NOTE: pickled and deep-copied without its buffer token (which holds the allocation: a
+        # CuPy memory block, which cannot be pickled) and restored through _fill, as a new value
+        # is made, so that the counters and live_buffers count the copy. Data clocks restart.
+        state = {name: getattr(self, name) for name in _PICKLED_SLOTS if hasattr(self, name)}
+        extra = getattr(self, "__dict__", None)  # a subclass without __slots__
+        return (_new_value, (type(self),), (state, extra))
+
+    def __setstate__(self, state_and_extra):
+        state, extra = state_and_extra
+        _fill(self, state["op"], state["inputs"], state["cached_data"], state["requires_grad"])
+        self.grad = state["grad"]
+        self._spent = state["_spent"]
+        if extra:
+            self.__dict__.update(extra)
+
     def is_leaf(self):
         return self.op is None
 
@@ -508,6 +524,14 @@ class Value:
         # NOTE: course semantics: a result that needs no gradient is detached at once.
         _fill(value, None, (), _compute(op, inputs), False)
         return value
+
+
+_PICKLED_SLOTS = ("op", "inputs", "cached_data", "requires_grad", "grad", "_spent")
+
+
+def _new_value(cls):
+    """An empty Value of ``cls`` for unpickling (its ``__setstate__`` fills it)."""
+    return cls.__new__(cls)
 
 
 def _fill(value, op, inputs, data, requires_grad):

@@ -203,3 +203,29 @@ def test_a_seed_that_is_a_leaf_of_the_graph_is_differentiated_once(device):
     assert first.numpy().tolist() == [18.0] and len(first.inputs) == 1
     first.backward()
     assert x.grad.numpy().tolist() == [12.0]
+
+
+def test_pickled_and_copied_tensors_are_counted_while_they_live_and_uncounted_after(device):
+    """A restored tensor is made as new ones are: live tensors and bytes count it, and freeing it
+    takes back exactly what it added (no buffer token of the original is carried over)."""
+    import copy
+    import gc
+    import pickle
+
+    model = nn.Sequential(nn.Linear(3, 4, device=device), nn.ReLU(), nn.Linear(4, 2, device=device))
+    gc.collect()
+    before = ndl.autograd.snapshot()
+    copies = [pickle.loads(pickle.dumps(model)), copy.deepcopy(model)]
+    during = ndl.autograd.snapshot()
+    parameters = len(model.parameters())
+    assert during.live_tensors - before.live_tensors == 2 * parameters
+    name = device.name
+    assert during.bytes_by_device[name] - before.bytes_by_device.get(name, 0) == 2 * sum(
+        p.numpy().nbytes for p in model.parameters()
+    )
+    assert all(isinstance(p, nn.Parameter) for restored in copies for p in restored.parameters())
+    del copies
+    gc.collect()
+    after = ndl.autograd.snapshot()
+    assert after.live_tensors == before.live_tensors
+    assert after.bytes_by_device.get(name, 0) == before.bytes_by_device.get(name, 0)

@@ -9,8 +9,10 @@ instead, and derives each of these from it, so both views agree at all times:
 - ``_offset`` and ``_strides`` say where the array's elements sit in that buffer, in elements,
 - writing through a view made with ``make(..., handle=x._handle)`` changes ``x``.
 
-On CUDA, a view made with ``as_strided`` has no base array in CuPy, so it reports itself as the
-start of its buffer; everything else matches the CPU.
+On CUDA, CuPy's ``as_strided`` makes views without a base array; needle remembers the buffer of
+each strided view it makes (``NDArray.make``, the course's ``__getitem__``), so those report it
+as on the CPU. Only a view made with CuPy's ``as_strided`` outside needle reports itself as the
+start of its buffer.
 
 Everything course-only lives here (see :mod:`needle.course_compat` for the whole map).
 
@@ -31,7 +33,7 @@ import operator
 import numpy
 
 from .device import Device, cpu, default_device, device_of, resolve_dtype
-from .handles import Handle, check_view, data_pointer, strided_view
+from .handles import Handle, check_view, data_pointer, remembered_base, strided_view
 
 
 class CourseArrayInterface:
@@ -220,11 +222,11 @@ def _host_index(index):
 
 def _flat_buffer(raw, xp):
     """The whole flat buffer ``raw``'s memory belongs to, as a 1-D array of ``raw``'s dtype."""
-    root, node = raw, raw.base
-    while node is not None:  # numpy's as_strided puts a non-array between a view and its base
-        if isinstance(node, xp.ndarray):
-            root = node
-        node = getattr(node, "base", None)
+    root = _root(raw, xp)
+    made_over = remembered_base(root)
+    while made_over is not None:  # a CuPy strided view: the buffer it was made over, and its root
+        root = _root(made_over, xp)
+        made_over = remembered_base(root)
     if root.flags.c_contiguous:
         flat = root.reshape(-1)
     elif root.flags.f_contiguous:
@@ -236,6 +238,16 @@ def _flat_buffer(raw, xp):
             return _span(raw, xp)
         flat = flat.view(raw.dtype)
     return flat
+
+
+def _root(raw, xp):
+    """The array at the end of ``raw``'s base chain (``raw`` itself when it has no base)."""
+    root, node = raw, raw.base
+    while node is not None:  # numpy's as_strided puts a non-array between a view and its base
+        if isinstance(node, xp.ndarray):
+            root = node
+        node = getattr(node, "base", None)
+    return root
 
 
 def _span(raw, xp):

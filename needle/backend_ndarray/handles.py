@@ -17,6 +17,7 @@ Example:
     ([1.0, 1.0, 1.0], 3)
 """
 import operator
+import weakref
 
 import numpy
 
@@ -110,7 +111,35 @@ def strided_view(xp, a: "Handle", shape, strides, offset: int, caller: str = "st
     flat = a.array
     shape, strides, offset = check_view(shape, strides, offset, flat.size, caller)
     byte_strides = tuple(s * flat.itemsize for s in strides)
-    return xp.lib.stride_tricks.as_strided(flat[offset:], shape, byte_strides)
+    view = xp.lib.stride_tricks.as_strided(flat[offset:], shape, byte_strides)
+    if getattr(view, "base", None) is None:
+        remember_base(view, flat)
+    return view
+
+
+# NOTE: CuPy's as_strided makes a view without a base; the flat array it was made over is kept
+# here, by the view's id, for as long as the view lives, so that its _handle is that buffer, as
+# numpy's base chain gives it.
+_STRIDED_BASES = {}
+
+
+def remember_base(view, flat):
+    """Record that ``view`` (an array without a base) was made over the flat array ``flat``."""
+    key = id(view)
+
+    def forget(reference):
+        if _STRIDED_BASES.get(key, (None,))[0] is reference:
+            del _STRIDED_BASES[key]
+
+    _STRIDED_BASES[key] = (weakref.ref(view, forget), flat)
+
+
+def remembered_base(array):
+    """The flat array a base-less strided ``array`` was made over (see :func:`remember_base`), or None."""
+    entry = _STRIDED_BASES.get(id(array))
+    if entry is not None and entry[0]() is array:
+        return entry[1]
+    return None
 
 
 class Handle:

@@ -174,7 +174,7 @@ class CompiledFunction:
             except EagerFallback as fallback:
                 # NOTE: warned once: later calls of this signature find the eager entry
                 warnings.warn(fallback.reason, EagerFallbackWarning, stacklevel=3)
-                entry = EagerEntry(self.fn, fallback.reason, fallback.eager_result)
+                entry = EagerEntry(self.fn, fallback.reason, fallback.eager_result, state.slots)
         else:
             entry = capture_cpu(self.fn, args, kwargs, state)
         self.captures += 1

@@ -28,6 +28,7 @@ import numpy
 
 from ..backend_ndarray.captured_gemm import NotCapturable
 from .errors import EagerFallback
+from .state import keep_replaced_tensors
 
 
 class KeptAllocations:
@@ -112,31 +113,59 @@ class GraphSegments:
 
 
 class CudaGraphCapture:
-    """A step captured as graph segments, with the input buffers it copies new inputs into."""
+    """A step captured as graph segments, with the input buffers it copies new inputs into.
 
-    expected_slots = ()  # no state checks before a replay (ready() is always True)
+    ``slots`` are the state's (owner, attribute) pairs, read after the capture: the gradients a
+    replay's graphs write are given back to their parameters before each replay (another plan of
+    the same function may have set others, as backward() sets ``.grad`` every step), and every
+    other tensor must still be the one captured, with the same array (a parameter replaced by
+    ``p.data = ...`` or ``load_state_dict`` makes the call capture again instead of replaying
+    buffers the model no longer uses).
+    """
+
     replays_a_plan = True
 
-    def __init__(self, segments, allocations, tensor_positions, input_buffers, outputs, last_result):
+    def __init__(self, segments, allocations, tensor_positions, input_buffers, outputs, last_result, slots):
         self.segments = segments
         self.allocations = allocations  # keeps the graphs' buffers alive
         self.tensor_positions = tensor_positions
         self.input_buffers = input_buffers
         self.outputs = outputs
         self.last_result = last_result
+        held = [(owner, name, getattr(owner, name, None)) for owner, name in slots]
+        self.gradients = tuple((owner, tensor) for owner, name, tensor in held if name == "grad" and tensor is not None)
+        self.expected_slots = tuple(
+            (owner, name, tensor, _data(tensor), _raw(tensor)) for owner, name, tensor in held if name != "grad"
+        )
 
     def ready(self):
+        """Whether the model still holds the tensors and arrays the graphs were captured with."""
+        for owner, attribute, tensor, data, raw in self.expected_slots:
+            if getattr(owner, attribute, None) is not tensor:
+                return False
+            if tensor is not None and (tensor.cached_data is not data or (data is not None and data.raw is not raw)):
+                return False
         return True
 
     def replay(self, args, kwargs):
         from .capture import _argument, _rebuild
 
+        for parameter, gradient in self.gradients:
+            parameter.grad = gradient  # the arrays this plan's graphs write
         # NOTE: on the current stream, not the capture's: a side stream would race the kernels
         # that made the inputs (CuPy's default stream does not wait for a non-blocking one).
         for buffer, position in zip(self.input_buffers, self.tensor_positions):
             buffer[...] = _argument(args, kwargs, position).cached_data.raw
         self.segments.replay()
         return _rebuild(self.outputs)
+
+
+def _data(tensor):
+    return None if tensor is None else tensor.cached_data
+
+
+def _raw(tensor):
+    return None if tensor is None or tensor.cached_data is None else tensor.cached_data.raw
 
 
 def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (benchmarks/gpu_check.sh)
@@ -162,7 +191,9 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
 
     # NOTE: this call's step runs eagerly; it also makes lazily made state (optimizer moments,
     # compiled kernels) before the capture, which records a step without running it.
+    state_before = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots if name != "grad"]
     eager_result = fn(*args, **kwargs)
+    keep_replaced_tensors(state_before)  # the attributes the plan's signature was taken with
     device_args = [device_input(i, v) for i, v in enumerate(args)]
     device_kwargs = {k: device_input(k, v) for k, v in kwargs.items()}
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -183,7 +214,6 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
 
     after_eager = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots]
     random_state = numpy.random.get_state()  # the capture's draws (a Dropout mask) are not eager's
-    before = [slot for slot in after_eager if slot[1] != "grad"]
     try:
         gemm = CapturedGemm()
     except NotCapturable as error:
@@ -210,7 +240,7 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
                 segments.abort()
                 _restore(after_eager)
                 raise
-            _copy_back_replaced_state(before)
+            keep_replaced_tensors(state_before)  # recorded: each replay copies the new values back
             segments.end()
     finally:
         Device.from_host = original_from_host
@@ -219,7 +249,9 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
         for opt in state.optimizers:
             opt.__dict__.pop("step", None)
     outputs = _template(result, set())
-    return CudaGraphCapture(segments, allocations, tensor_positions, input_buffers, outputs, _detached(eager_result))
+    return CudaGraphCapture(
+        segments, allocations, tensor_positions, input_buffers, outputs, _detached(eager_result), state.slots
+    )
 
 
 def _fallback_reason(error, cuda_error):
@@ -228,7 +260,8 @@ def _fallback_reason(error, cuda_error):
     eager = "so calls with this signature run eagerly, with the same values"
     if isinstance(error, HostUpload):
         return str(error)
-    if isinstance(error, cuda_error):
+    if isinstance(error, cuda_error) or (isinstance(error, RuntimeError) and "capturing" in str(error)):
+        # NOTE: CuPy refuses a device-to-host copy on a capturing stream with a RuntimeError
         return (
             f"ndl.compile: the step waited for the GPU while it was being captured as a CUDA graph ({error}), "
             f"{eager}. If it reads a tensor's value (float(loss), loss.numpy(), if loss > 0:), return the "
@@ -249,17 +282,6 @@ class HostUpload(Exception):
 def _restore(slots):
     """Set each (owner, attribute, tensor) back: a failed capture leaves the eager call's state."""
     for owner, name, tensor in slots:
-        setattr(owner, name, tensor)
-
-
-def _copy_back_replaced_state(before):  # pragma: no cover - needs a GPU
-    """State the step replaced by new tensors (running statistics): copy the new values into the
-    old arrays inside the graph, and keep the old tensors, so every replay reads and writes the same."""
-    for owner, name, tensor in before:
-        current = getattr(owner, name, None)
-        if tensor is None or current is tensor:
-            continue
-        tensor.realize_cached_data().raw[...] = current.realize_cached_data().raw
         setattr(owner, name, tensor)
 
 

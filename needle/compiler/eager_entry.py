@@ -1,5 +1,6 @@
 """A signature that ``ndl.compile`` runs eagerly: its step ran correctly but cannot be replayed."""
 from .capture import _detached
+from .state import keep_replaced_tensors
 
 
 class EagerEntry:
@@ -7,18 +8,24 @@ class EagerEntry:
 
     Kept in place of a plan for a signature whose capture fell back
     (:class:`~needle.compiler.errors.EagerFallback`); the fallback warned once, at that capture.
+    ``slots`` are the state's (owner, attribute) pairs: tensors the call replaces (BatchNorm's
+    running statistics) are given back holding the new values, as a capture does.
     """
 
     expected_slots = ()  # no state to check before a call (ready() is always True)
     replays_a_plan = False  # its calls do not count as replays
 
-    def __init__(self, fn, reason, last_result):
+    def __init__(self, fn, reason, last_result, slots):
         self.fn = fn
         self.reason = reason
         self.last_result = last_result
+        self.slots = [(owner, name) for owner, name in slots if name != "grad"]
 
     def ready(self):
         return True
 
     def replay(self, args, kwargs):
-        return _detached(self.fn(*args, **kwargs))
+        before = [(owner, name, getattr(owner, name, None)) for owner, name in self.slots]
+        result = self.fn(*args, **kwargs)
+        keep_replaced_tensors(before)  # the same attributes, so the next call finds this entry again
+        return _detached(result)

@@ -54,6 +54,26 @@ class StepState:
         return key
 
 
+def keep_replaced_tensors(before):
+    """Give back the tensors a call replaced, holding the new values.
+
+    ``before`` is a list of (owner, attribute, tensor) read before the call. Each attribute the
+    call set to a new tensor of the same shape and dtype (BatchNorm's running statistics) gets its
+    old tensor back, with the new values copied into its array: the models' attributes, and so the
+    signature of the next call, stay the same from call to call. During a CUDA capture the copy is
+    recorded, so every replay makes it.
+    """
+    for owner, name, tensor in before:
+        current = getattr(owner, name, None)
+        if tensor is None or current is None or current is tensor:
+            continue
+        old, new = tensor.realize_cached_data().raw, current.realize_cached_data().raw
+        if old.shape != new.shape or old.dtype != new.dtype:
+            continue
+        old[...] = new
+        setattr(owner, name, tensor)
+
+
 def discover(fn, args, kwargs):
     """The :class:`StepState` of ``fn`` called with ``args`` and ``kwargs``."""
     from ..nn.module import Module

@@ -61,8 +61,9 @@ def _scatter_rows(out_grad, indices, weight_shape):
     grad = xp.zeros(weight_shape, dtype=out_grad.dtype)
     rows, values = indices.raw.reshape(-1), out_grad.raw.reshape(-1, weight_shape[-1])
     # NOTE: a scatter-add sums repeated indices (a word seen twice gets both adjoints); += would keep one.
-    if xp is numpy:
-        numpy.add.at(grad, rows, values)
+    add_at = getattr(xp.add, "at", None)
+    if add_at is not None:
+        add_at(grad, rows, values)  # NOTE: numpy, and CuPy >= 13 (where cupyx.scatter_add is deprecated)
     else:
         import cupyx
 

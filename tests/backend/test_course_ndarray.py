@@ -340,3 +340,33 @@ def test_array_copies_as_the_course_does(dtype, device):
     shared = NDArray(host)  # the class shares an array it is given, on purpose
     shared.fill(2.0)
     assert host.tolist() == [2.0] * 4
+
+
+def test_a_strided_view_without_a_base_still_reports_the_buffer_it_was_made_over():
+    """CuPy's as_strided gives views without a base; strided_view remembers the buffer (checked here
+    with numpy arrays that have no base, as CuPy's views have none)."""
+    import gc
+
+    from needle.backend_ndarray import handles
+    from needle.backend_ndarray.course_api import _flat_buffer
+
+    memory = bytearray(np.arange(12, dtype=np.float32).tobytes())
+    flat = np.frombuffer(memory, dtype=np.float32)  # its base is the bytearray, not an array
+
+    def base_less(shape, offset, strides):
+        return np.ndarray(shape, dtype=np.float32, buffer=memory, offset=offset, strides=strides)
+
+    view = base_less((2, 2), 4, (16, 4))
+    assert _flat_buffer(view, np).ctypes.data == view.ctypes.data  # unknown: the view is its own start
+    handles.remember_base(view, flat)
+    def is_flat(array):
+        return array.ctypes.data == flat.ctypes.data and array.size == flat.size
+
+    assert is_flat(_flat_buffer(view, np))
+    nested = base_less((1, 2), 20, (16, 4))
+    handles.remember_base(nested, _flat_buffer(view, np))
+    assert is_flat(_flat_buffer(nested[0], np))  # through a slice of it too
+    key = id(view)
+    del view
+    gc.collect()
+    assert key not in handles._STRIDED_BASES  # forgotten with the view

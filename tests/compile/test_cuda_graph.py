@@ -159,3 +159,171 @@ def test_each_kind_of_capture_failure_gets_its_own_reason_and_fix():
     assert "cannot record (calling cuBLAS API" in refused and "run eagerly" in refused
     other = reason(KeyError("hidden"), FakeCudaError)
     assert "raised KeyError: 'hidden'" in other and "eager run before had succeeded" in other
+
+
+# ---- capture_cuda's bookkeeping, run on the CPU with a stand-in for CuPy --------------------
+# The stand-in's stream runs every kernel at once (nothing is recorded), so these tests check what
+# capture_cuda does around the capture (state kept, gradients, slots, failures), not the graphs;
+# benchmarks/gpu_check.sh runs tests/compile/test_cuda_replay.py for those on a GPU.
+class StandInStream(FakeStream):
+    def __init__(self, non_blocking=False):
+        super().__init__()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _stand_in_cupy():
+    import types
+
+    class CUDARuntimeError(RuntimeError):
+        pass
+
+    pool = types.SimpleNamespace(malloc=lambda size: ("memory", size))
+    allocator = ["pool"]
+    cuda = types.SimpleNamespace(
+        Stream=StandInStream,
+        set_allocator=allocator.append,
+        get_allocator=lambda: allocator[-1],
+        runtime=types.SimpleNamespace(CUDARuntimeError=CUDARuntimeError),
+    )
+    return types.SimpleNamespace(cuda=cuda, get_default_memory_pool=lambda: pool)
+
+
+class NumpyProduct:
+    def __call__(self, a, b):
+        return a @ b
+
+
+def _capture_with_stand_ins(monkeypatch, fn, args):
+    import sys
+
+    from needle.backend_ndarray import captured_gemm
+    from needle.compiler.state import discover
+
+    monkeypatch.setitem(sys.modules, "cupy", _stand_in_cupy())
+    monkeypatch.setattr(captured_gemm, "CapturedGemm", NumpyProduct)
+    state = discover(fn, args, {})
+    return cuda_graph.capture_cuda(fn, args, {}, state), state
+
+
+def _batch_norm_step():
+    import numpy as np
+
+    import needle as ndl
+    import needle.nn as nn
+
+    np.random.seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
+    opt = ndl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    loss_fn = nn.SoftmaxLoss()
+
+    def step(x, y):
+        opt.reset_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    rng = np.random.default_rng(1)
+    x = ndl.Tensor(rng.normal(size=(8, 4)).astype(np.float32))
+    y = ndl.Tensor(rng.integers(0, 3, 8))
+    return model, opt, step, (x, y)
+
+
+def test_a_capture_keeps_the_model_attributes_and_gives_each_replay_its_gradients(monkeypatch):
+    import numpy as np
+
+    model, opt, step, args = _batch_norm_step()
+    norm = model.modules[1]
+    running_mean = norm.running_mean
+    before = running_mean.numpy().copy()
+    entry, state = _capture_with_stand_ins(monkeypatch, step, args)
+    assert norm.running_mean is running_mean  # the same tensor (the signature's), holding new values
+    assert not np.array_equal(norm.running_mean.numpy(), before)
+    assert "step" not in vars(opt)  # the optimizer's own step again
+    gradients = dict((id(p), g) for p, g in entry.gradients)
+    assert sorted(gradients) == sorted(id(p) for p in model.parameters())
+    assert entry.ready()
+    for parameter in model.parameters():
+        parameter.grad = None  # as another plan's replay or reset_grad() leaves them
+    entry.replay(args, {})
+    assert all(p.grad is gradients[id(p)] for p in model.parameters())
+    assert entry.segments.graphs == 2  # split at the optimizer step
+    weight = model.modules[0].weight
+    weight.data = weight.data + 0  # replaced: the graphs would read the old array
+    assert not entry.ready()
+
+
+def test_a_capture_that_fails_sets_every_slot_back_and_keeps_the_random_state(monkeypatch):
+    import numpy as np
+    import pytest
+
+    from needle.compiler.errors import EagerFallback
+
+    model, opt, step, args = _batch_norm_step()
+    calls, eager = [], {}
+
+    def step_that_fails_when_captured(x, y):
+        calls.append(np.random.rand())  # a draw: the capture's must not count
+        loss = step(x, y)
+        if len(calls) == 1:
+            eager["grads"] = [p.grad for p in model.parameters()]
+            eager["running_mean"] = model.modules[1].running_mean
+        else:
+            raise KeyError("only while capturing")
+        return loss
+
+    original_mean = model.modules[1].running_mean
+    np.random.seed(7)
+    with pytest.raises(EagerFallback) as failure:
+        _capture_with_stand_ins(monkeypatch, step_that_fails_when_captured, args)
+    next_draw = np.random.rand()
+    np.random.seed(7)
+    np.random.rand()  # the eager call's one draw
+    assert next_draw == np.random.rand()
+    assert "raised KeyError" in failure.value.reason and failure.value.eager_result.op is None
+    assert "step" not in vars(opt)
+    assert all(p.grad is g for p, g in zip(model.parameters(), eager["grads"]))
+    # the tensor the model had, holding the eager call's new statistics (as after every call)
+    assert model.modules[1].running_mean is original_mean
+    np.testing.assert_array_equal(original_mean.numpy(), eager["running_mean"].numpy())
+
+
+def test_a_step_that_runs_eagerly_keeps_its_signature_from_call_to_call(monkeypatch):
+    """BatchNorm replaces its running statistics each call; the eager entry gives the old tensors
+    back (holding the new values), so later calls find it instead of capturing again."""
+    import sys
+    import warnings
+
+    import numpy as np
+
+    import needle as ndl
+    from needle.backend_ndarray import captured_gemm, products
+    from needle.compiler import compiled as compiled_module
+
+    model, opt, step, args = _batch_norm_step()
+
+    def refused_while_capturing(x, y):
+        loss = step(x, y)
+        if products.CAPTURE_PRODUCT is not None:
+            raise NotImplementedError("calling cuBLAS API during stream capture is currently unsupported")
+        return loss
+
+    monkeypatch.setitem(sys.modules, "cupy", _stand_in_cupy())
+    monkeypatch.setattr(captured_gemm, "CapturedGemm", NumpyProduct)
+    monkeypatch.setattr(compiled_module, "is_cuda_argument", lambda args, kwargs: True)
+    compiled = ndl.compile(refused_while_capturing)
+    running_mean = model.modules[1].running_mean
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses = [compiled(*args).numpy().item() for _ in range(4)]
+    assert [w.category for w in caught] == [ndl.EagerFallbackWarning]
+    assert "cannot record (calling cuBLAS API" in str(caught[0].message)
+    assert compiled.captures == 1 and compiled.replays == 0
+    assert model.modules[1].running_mean is running_mean
+    assert len(set(losses)) == 4  # every call trained a step
+    assert np.isfinite(losses).all()
