@@ -1,16 +1,36 @@
 """The matrix product of two raw arrays: the one place every op multiplies matrices.
 
-It is ``a @ b``, except while ``needle.compiler.cuda_graph`` captures a step into a CUDA graph:
-CuPy refuses cuBLAS during a stream capture, so for that time :data:`CAPTURE_PRODUCT` holds the
-same cuBLAS call made directly (:class:`needle.backend_ndarray.captured_gemm.CapturedGemm`).
+It is ``a @ b``, except in the thread that ``needle.compiler.cuda_graph`` is capturing a step
+into a CUDA graph: CuPy refuses cuBLAS during a stream capture, so for that time and thread
+:func:`capturing` installs the same cuBLAS call made directly
+(:class:`needle.backend_ndarray.captured_gemm.CapturedGemm`). Other threads keep ``a @ b``.
 """
+import contextlib
+import threading
 
-CAPTURE_PRODUCT = None  # set for the duration of a CUDA graph capture, else None
+_CAPTURE = None  # (thread id, product) while a thread captures, else None
+
+
+class ConcurrentCapture(RuntimeError):
+    """Raised by :func:`capturing` while another thread captures."""
 
 
 def matmul(a, b):
-    """``a @ b`` of raw numpy or CuPy arrays (during a CUDA capture, the capturable cuBLAS call)."""
-    product = CAPTURE_PRODUCT
-    if product is not None:
-        return product(a, b)
+    """``a @ b`` of raw numpy or CuPy arrays (in a capturing thread, the capturable cuBLAS call)."""
+    capture = _CAPTURE
+    if capture is not None and capture[0] == threading.get_ident():
+        return capture[1](a, b)
     return a @ b
+
+
+@contextlib.contextmanager
+def capturing(product):
+    """Within the block, this thread's products are ``product(a, b)``."""
+    global _CAPTURE
+    if _CAPTURE is not None:
+        raise ConcurrentCapture("ndl.compile: another thread is capturing a CUDA graph (one capture at a time)")
+    _CAPTURE = (threading.get_ident(), product)
+    try:
+        yield
+    finally:
+        _CAPTURE = None

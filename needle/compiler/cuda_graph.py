@@ -24,6 +24,8 @@ CuPy refuses every cuBLAS call during a capture, so while one runs, needle's mat
 Without a GPU this module imports and its bookkeeping is tested with stand-ins for the stream
 and the memory pool; ``benchmarks/gpu_check.sh`` measures it on a GPU.
 """
+import threading
+
 import numpy
 
 from ..backend_ndarray.captured_gemm import NotCapturable
@@ -202,8 +204,10 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     allocations = KeptAllocations(pool.malloc, cupy.cuda.set_allocator, cupy.cuda.get_allocator)
     original_from_host = Device.from_host
 
+    capturing_thread = threading.get_ident()
+
     def refuse_upload(device, host_array, dtype="float32"):
-        if device.name != "cpu":
+        if device.name != "cpu" and threading.get_ident() == capturing_thread:  # other threads upload as usual
             raise HostUpload(
                 "ndl.compile: this step uploads an array drawn on the host (a Dropout mask) to the GPU, and a "
                 "CUDA graph would replay the first draw, so calls with this signature run eagerly, with the "
@@ -224,9 +228,9 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
         step = type(opt).step.__get__(opt)
         opt.step = lambda step=step: segments.host_call(step)
     Device.from_host = refuse_upload
-    products.CAPTURE_PRODUCT = gemm  # NOTE: CuPy refuses cuBLAS while a stream captures
     try:
-        with allocations, stream:
+        # NOTE: CuPy refuses cuBLAS while a stream captures: this thread's products call it directly
+        with products.capturing(gemm), allocations, stream:
             segments.begin()
             try:
                 result = fn(*device_args, **device_kwargs)
@@ -242,9 +246,10 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
                 raise
             keep_replaced_tensors(state_before)  # recorded: each replay copies the new values back
             segments.end()
+    except products.ConcurrentCapture as error:
+        raise EagerFallback(f"{error}, so calls with this signature run eagerly", _detached(eager_result)) from None
     finally:
         Device.from_host = original_from_host
-        products.CAPTURE_PRODUCT = None
         numpy.random.set_state(random_state)
         for opt in state.optimizers:
             opt.__dict__.pop("step", None)

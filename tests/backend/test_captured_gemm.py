@@ -91,9 +91,19 @@ def test_mismatched_shapes_are_a_value_error():
         gemm_call(np.ones((3, 4), np.float32), np.ones((5, 2), np.float32))
 
 
-def test_products_route_through_the_capture_product_only_while_one_is_set(monkeypatch):
+def test_products_route_through_the_capture_product_only_in_the_capturing_thread():
+    import threading
+
     a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
     assert products.matmul(a, b).tolist() == [[3.0, 3.0], [3.0, 3.0]]
-    seen = []
-    monkeypatch.setattr(products, "CAPTURE_PRODUCT", lambda x, y: seen.append((x, y)) or "captured")
-    assert products.matmul(a, b) == "captured" and seen == [(a, b)]
+    seen, elsewhere = [], []
+    with products.capturing(lambda x, y: seen.append((x, y)) or "captured"):
+        assert products.matmul(a, b) == "captured" and seen == [(a, b)]
+        other = threading.Thread(target=lambda: elsewhere.append(products.matmul(a, b)))
+        other.start()
+        other.join()
+        with pytest.raises(RuntimeError, match="another thread is capturing"):
+            with products.capturing(lambda x, y: None):
+                pass
+    assert elsewhere[0].tolist() == [[3.0, 3.0], [3.0, 3.0]]  # another thread: a plain product
+    assert products.matmul(a, b).tolist() == [[3.0, 3.0], [3.0, 3.0]]  # after the block
