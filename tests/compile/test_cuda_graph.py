@@ -1,6 +1,8 @@
 """The CUDA graph replay's bookkeeping, with stand-ins for CuPy's stream and memory pool."""
 import needle.compiler.cuda_graph as cuda_graph
 
+from steps import step_function
+
 
 class FakeGraph:
     def __init__(self, log, name):
@@ -183,15 +185,7 @@ def _batch_norm_step():
     np.random.seed(0)
     model = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
     opt = ndl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    loss_fn = nn.SoftmaxLoss()
-
-    def step(x, y):
-        opt.reset_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = step_function(model, opt)
     rng = np.random.default_rng(1)
     x = ndl.Tensor(rng.normal(size=(8, 4)).astype(np.float32))
     y = ndl.Tensor(rng.integers(0, 3, 8))

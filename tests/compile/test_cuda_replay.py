@@ -9,6 +9,8 @@ import pytest
 import needle as ndl
 import needle.nn as nn
 
+from steps import step_function
+
 FEATURES, CLASSES, SAMPLES, STEPS = 12, 4, 150, 50
 
 
@@ -29,16 +31,7 @@ def _setup(device, optimizer, dropout=False):
         opt = ndl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
     else:
         opt = ndl.optim.Adam(model.parameters(), lr=0.01, weight_decay=0.001)
-    loss_fn = nn.SoftmaxLoss()
-
-    def step(x, y):
-        opt.reset_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return model, opt, step
+    return model, opt, step_function(model, opt)
 
 
 def _train(device, step, opt, steps=STEPS, batch_size=32, lr_change=None):
