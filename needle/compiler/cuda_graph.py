@@ -234,6 +234,8 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
             segments.begin()
             try:
                 result = fn(*device_args, **device_kwargs)
+                keep_replaced_tensors(state_before)  # recorded: each replay copies the new values back
+                segments.end()
             except Exception as error:
                 segments.abort()
                 _restore(after_eager)
@@ -244,8 +246,6 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
                 segments.abort()
                 _restore(after_eager)
                 raise
-            keep_replaced_tensors(state_before)  # recorded: each replay copies the new values back
-            segments.end()
     except products.ConcurrentCapture as error:
         raise EagerFallback(f"{error}, so calls with this signature run eagerly", _detached(eager_result)) from None
     finally:

@@ -164,13 +164,13 @@ class NumpyProduct:
         return a @ b
 
 
-def _capture_with_stand_ins(monkeypatch, fn, args):
+def _capture_with_stand_ins(monkeypatch, fn, args, cupy=None):
     import sys
 
     from needle.backend_ndarray import captured_gemm
     from needle.compiler.state import discover
 
-    monkeypatch.setitem(sys.modules, "cupy", _stand_in_cupy())
+    monkeypatch.setitem(sys.modules, "cupy", cupy or _stand_in_cupy())
     monkeypatch.setattr(captured_gemm, "CapturedGemm", NumpyProduct)
     state = discover(fn, args, {})
     return cuda_graph.capture_cuda(fn, args, {}, state), state
@@ -249,3 +249,31 @@ def test_a_capture_that_fails_sets_every_slot_back_and_keeps_the_random_state(mo
     # the tensor the model had, holding the eager call's new statistics (as after every call)
     assert model.modules[1].running_mean is original_mean
     np.testing.assert_array_equal(original_mean.numpy(), eager["running_mean"].numpy())
+
+
+def test_a_capture_whose_last_graph_cannot_be_ended_falls_back_with_the_eager_state(monkeypatch):
+    import pytest
+
+    from needle.compiler.errors import EagerFallback
+
+    class LastEndFails(StandInStream):
+        def end_capture(self):
+            graph = super().end_capture()
+            if self.count == 2:  # the graph after the optimizer step: the capture was invalidated
+                raise RuntimeError("cudaErrorStreamCaptureInvalidated")
+            return graph
+
+    model, opt, step, args = _batch_norm_step()
+    eager = {}
+
+    def step_keeping_the_eager_gradients(x, y):
+        loss = step(x, y)
+        eager.setdefault("grads", [p.grad for p in model.parameters()])
+        return loss
+
+    cupy = _stand_in_cupy()
+    cupy.cuda.Stream = LastEndFails
+    with pytest.raises(EagerFallback, match="raised RuntimeError: cudaErrorStreamCaptureInvalidated"):
+        _capture_with_stand_ins(monkeypatch, step_keeping_the_eager_gradients, args, cupy)
+    assert all(p.grad is g for p, g in zip(model.parameters(), eager["grads"]))
+    assert "step" not in vars(opt)
