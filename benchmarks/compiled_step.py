@@ -2,10 +2,11 @@
 
 Every path trains the benchmark's 784 -> H -> 10 MLP (SGD, momentum 0.9) on the same MNIST
 batches, gathered from the whole arrays by index every step (no DataLoader, so the figure is
-the step itself; on a GPU the data sits on the device and each batch is gathered there). Blocks of steps alternate, one block per path
-in turn, and each ratio is taken block by block against the block of the reference path run
-just before: the median of those ratios is the figure to quote on a shared machine. On CUDA a
-block ends with a device synchronize, so a block's time is the GPU's as well as the host's.
+the step itself; on a GPU the data sits on the device and each batch is gathered there).
+Blocks of steps alternate, one block per path in turn, and each ratio is taken block by block
+against the block of the reference path run just before: the median of those ratios is the
+figure to quote on a shared machine. On CUDA a block ends with a device synchronize, so a
+block's time is the GPU's as well as the host's.
 
 Paths (``--paths``): ``floor`` (numpy, or CuPy with fused kernels, by hand), ``compiled``
 (``ndl.compile`` of the course step; on CUDA its replay is CUDA graph launches), ``needle`` (the

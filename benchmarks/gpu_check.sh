@@ -37,7 +37,7 @@ step() {
 { nvidia-smi -L; python -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)"
   python -c "import torch; print('torch', torch.__version__)"; python -V; } > "$out/gpu.txt" 2>&1
 step pytest_cuda_replay 150 python -m pytest -q -p no:cacheprovider tests/compile/test_cuda_replay.py \
-    tests/compile/test_cuda_graph.py tests/backend/test_captured_gemm.py
+    tests/compile/test_cuda_graph.py tests/compile/test_cuda_fallback.py tests/backend/test_captured_gemm.py
 for size in "512 128" "128 32"; do
     set -- $size
     step "compiled_step_h$1_b$2" 90 python benchmarks/compiled_step.py --device cuda --hidden "$1" --batch-size "$2" \

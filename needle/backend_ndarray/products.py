@@ -9,6 +9,7 @@ import contextlib
 import threading
 
 _CAPTURE = None  # (thread id, product) while a thread captures, else None
+_CLAIM = threading.Lock()  # held for a capture: two threads cannot both install theirs
 
 
 class ConcurrentCapture(RuntimeError):
@@ -27,10 +28,11 @@ def matmul(a, b):
 def capturing(product):
     """Within the block, this thread's products are ``product(a, b)``."""
     global _CAPTURE
-    if _CAPTURE is not None:
+    if not _CLAIM.acquire(blocking=False):
         raise ConcurrentCapture("ndl.compile: another thread is capturing a CUDA graph (one capture at a time)")
     _CAPTURE = (threading.get_ident(), product)
     try:
         yield
     finally:
         _CAPTURE = None
+        _CLAIM.release()

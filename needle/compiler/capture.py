@@ -17,6 +17,7 @@ from .flat_buffers import flatten_gradients, flatten_parameters
 from .optimizer_replay import ReplayedStep
 from .plan import Plan
 from .recorder import Recorder, root
+from .state import slots_still_held
 from .traced_array import TracedArray
 
 
@@ -37,12 +38,7 @@ class Capture:
 
     def ready(self):
         """Whether the state is still the one captured (else the call must capture again)."""
-        for owner, attribute, tensor, data, raw in self.expected_slots:
-            if getattr(owner, attribute, None) is not tensor:
-                return False
-            if tensor is not None and (tensor.cached_data is not data or data.raw is not raw):
-                return False
-        return True
+        return slots_still_held(self.expected_slots)
 
     def replay(self, args, kwargs):
         for owner, attribute, tensor in self._fresh:

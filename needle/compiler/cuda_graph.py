@@ -30,7 +30,7 @@ import numpy
 
 from ..backend_ndarray.captured_gemm import NotCapturable
 from .errors import EagerFallback
-from .state import keep_replaced_tensors
+from .state import keep_replaced_tensors, slots_still_held
 
 
 class KeptAllocations:
@@ -142,12 +142,7 @@ class CudaGraphCapture:
 
     def ready(self):
         """Whether the model still holds the tensors and arrays the graphs were captured with."""
-        for owner, attribute, tensor, data, raw in self.expected_slots:
-            if getattr(owner, attribute, None) is not tensor:
-                return False
-            if tensor is not None and (tensor.cached_data is not data or (data is not None and data.raw is not raw)):
-                return False
-        return True
+        return slots_still_held(self.expected_slots)
 
     def replay(self, args, kwargs):
         from .capture import _argument, _rebuild

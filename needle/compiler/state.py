@@ -54,6 +54,17 @@ class StepState:
         return key
 
 
+def slots_still_held(expected_slots):
+    """Whether each (owner, attribute, tensor, data, raw) still holds that tensor, with that array
+    and raw buffer: a plan replays only state it was captured with."""
+    for owner, attribute, tensor, data, raw in expected_slots:
+        if getattr(owner, attribute, None) is not tensor:
+            return False
+        if tensor is not None and (tensor.cached_data is not data or (data is not None and data.raw is not raw)):
+            return False
+    return True
+
+
 def keep_replaced_tensors(before):
     """Give back the tensors a call replaced, holding the new values.
 
