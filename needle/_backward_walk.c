@@ -12,6 +12,12 @@
  *   ``make_leaf_grad(grad)``. A gradient of another dtype than its node goes to
  *   ``cast_arriving(node, grad)`` (None: the node takes no gradient).
  *
+ * - course_pass(order, output, out_grad, add_grads, cast_arriving, takes_constant_gradient) is
+ *   the loop of ``compute_gradient_of_variables`` (the course's ``backward()``) over such a
+ *   graph: every node's gradient, constants' included (through the op's
+ *   ``constant_input_gradients``), returned as ``[(node, grad)]`` in the order they arrive; the
+ *   caller makes the ``.grad`` Tensors.
+ *
  * Every attribute reads what Python would read (Value's slots in place, a subclass's property
  * through getattr), and every sum of two gradients is ``add_grads``: the values, and the order they are summed in,
  * are those of the Python loops. needle/backward.py uses this module when it was built (it
@@ -25,6 +31,7 @@
 static PyObject *ndarray_type; /* needle's NDArray class, given by configure() */
 static PyObject *s_op, *s_inputs, *s_computed_at, *s_data_set_at, *s_requires_grad;
 static PyObject *s_cached_data, *s_raw, *s_dtype, *s_gradient_data, *s_grad, *s_item_gradient;
+static PyObject *s_constant_input_gradients;
 
 /* Value's slots (and NDArray's ``raw``), read in place: the member descriptor of each name and
  * its offset, found by configure(). An object whose class finds another attribute under that
@@ -406,6 +413,21 @@ done:
     return status;
 }
 
+/* The gradient reaching ``node``, taken out of ``grads`` and cast to the node's dtype (a new
+ * reference); NULL with no error set when none reaches it or the node takes none. */
+static PyObject *take_gradient(PyObject *grads, PyObject *node, PyObject *cast_arriving)
+{
+    PyObject *grad = PyDict_GetItemWithError(grads, node);
+    if (grad == NULL)
+        return NULL; /* none reaches it (or an error, which the caller sees) */
+    Py_INCREF(grad);
+    if (PyDict_DelItem(grads, node) < 0) {
+        Py_DECREF(grad);
+        return NULL;
+    }
+    return arriving(node, grad, cast_arriving);
+}
+
 static PyObject *gradient_pass(PyObject *module, PyObject *args)
 {
     PyObject *order, *output, *out_grad, *make_leaf_grad, *add_grads, *cast_arriving;
@@ -418,25 +440,12 @@ static PyObject *gradient_pass(PyObject *module, PyObject *args)
     for (Py_ssize_t i = PyList_GET_SIZE(order) - 1; i >= 0; i--) {
         PyObject *node = PyList_GET_ITEM(order, i);
         Py_INCREF(node);
-        PyObject *grad = PyDict_GetItemWithError(grads, node);
+        PyObject *grad = take_gradient(grads, node, cast_arriving);
         if (grad == NULL) {
             Py_DECREF(node);
             if (PyErr_Occurred())
                 goto fail;
-            continue; /* none reaches it */
-        }
-        Py_INCREF(grad);
-        if (PyDict_DelItem(grads, node) < 0) {
-            Py_DECREF(grad);
-            Py_DECREF(node);
-            goto fail;
-        }
-        grad = arriving(node, grad, cast_arriving);
-        if (grad == NULL) {
-            Py_DECREF(node);
-            if (PyErr_Occurred())
-                goto fail;
-            continue; /* an integer or bool value: it takes none */
+            continue; /* none reaches it, or an integer or bool value, which takes none */
         }
         PyObject *op = read_slot(node, OP);
         int status = -1;
@@ -462,6 +471,122 @@ fail:
     return NULL;
 }
 
+/* The gradient of the constant input ``x`` of ``node`` at ``position``, from the op's
+ * ``constant_input_gradients`` (called once per node, kept in ``*constant_grads``); a new
+ * reference, Py_None when it gets none, NULL on error. */
+static PyObject *constant_gradient(PyObject *op, PyObject *grad, PyObject *node, PyObject *x, Py_ssize_t position,
+                                   PyObject *takes_constant_gradient, PyObject **constant_grads)
+{
+    PyObject *takes = PyObject_CallOneArg(takes_constant_gradient, x);
+    int truth = takes == NULL ? -1 : PyObject_IsTrue(takes);
+    Py_XDECREF(takes);
+    if (truth <= 0)
+        return truth < 0 ? NULL : Py_NewRef(Py_None);
+    if (*constant_grads == NULL) {
+        PyObject *made = PyObject_CallMethodObjArgs(op, s_constant_input_gradients, grad, node, NULL);
+        *constant_grads = made == NULL ? NULL : PySequence_Fast(made, "constant_input_gradients must return a sequence");
+        Py_XDECREF(made);
+        if (*constant_grads == NULL)
+            return NULL;
+    }
+    if (position >= PySequence_Fast_GET_SIZE(*constant_grads)) {
+        PyErr_SetString(PyExc_IndexError, "constant_input_gradients returned fewer gradients than the node has inputs");
+        return NULL;
+    }
+    return Py_NewRef(PySequence_Fast_GET_ITEM(*constant_grads, position));
+}
+
+/* The course pass's hand-over: every input gets its gradient, constants through
+ * ``constant_input_gradients`` (where ``takes_constant_gradient(x)``). */
+static int pass_to_all_inputs(PyObject *grads, PyObject *node, PyObject *op, PyObject *grad, PyObject *add_grads,
+                              PyObject *takes_constant_gradient)
+{
+    PyObject *xs = inputs_of(node);
+    if (xs == NULL)
+        return -1;
+    PyObject *input_grads = PyObject_CallMethodObjArgs(op, s_gradient_data, grad, node, NULL);
+    PyObject *gs = input_grads == NULL ? NULL : PySequence_Fast(input_grads, "gradient_data must return a sequence");
+    Py_XDECREF(input_grads);
+    PyObject *constant_grads = NULL;
+    int status = -1;
+    if (gs == NULL)
+        goto done;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(xs);
+    if (PySequence_Fast_GET_SIZE(gs) < count) {
+        PyErr_SetString(PyExc_IndexError, "gradient_data returned fewer gradients than the node has inputs");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(xs, i);
+        PyObject *input_grad = Py_NewRef(PySequence_Fast_GET_ITEM(gs, i));
+        Py_INCREF(x); /* held across the calls to Python below */
+        int failed = 0;
+        if (input_grad == Py_None) {
+            int wanted = attribute_is_true(x, REQUIRES_GRAD);
+            if (wanted < 0) {
+                failed = 1;
+            } else if (!wanted) {
+                Py_SETREF(input_grad, constant_gradient(op, grad, node, x, i, takes_constant_gradient, &constant_grads));
+                failed = input_grad == NULL;
+            }
+        }
+        if (!failed && input_grad != Py_None)
+            failed = accumulate(grads, x, input_grad, add_grads) < 0;
+        Py_DECREF(x);
+        Py_XDECREF(input_grad);
+        if (failed)
+            goto done;
+    }
+    status = 0;
+done:
+    Py_XDECREF(xs);
+    Py_XDECREF(gs);
+    Py_XDECREF(constant_grads);
+    return status;
+}
+
+static PyObject *course_pass(PyObject *module, PyObject *args)
+{
+    PyObject *order, *output, *out_grad, *add_grads, *cast_arriving, *takes_constant_gradient;
+    if (!PyArg_ParseTuple(args, "O!OOOOO:course_pass", &PyList_Type, &order, &output, &out_grad, &add_grads,
+                          &cast_arriving, &takes_constant_gradient))
+        return NULL;
+    PyObject *arrived = PyList_New(0);
+    PyObject *grads = PyDict_New();
+    if (arrived == NULL || grads == NULL || PyDict_SetItem(grads, output, out_grad) < 0)
+        goto fail;
+    for (Py_ssize_t i = PyList_GET_SIZE(order) - 1; i >= 0; i--) {
+        PyObject *node = PyList_GET_ITEM(order, i);
+        Py_INCREF(node);
+        PyObject *grad = take_gradient(grads, node, cast_arriving);
+        if (grad == NULL) {
+            Py_DECREF(node);
+            if (PyErr_Occurred())
+                goto fail;
+            continue; /* none reaches it, or an integer or bool value, which takes none */
+        }
+        PyObject *pair = PyTuple_Pack(2, node, grad);
+        int status = pair == NULL ? -1 : PyList_Append(arrived, pair);
+        Py_XDECREF(pair);
+        PyObject *op = status < 0 ? NULL : read_slot(node, OP);
+        if (op == NULL)
+            status = -1;
+        else if (op != Py_None)
+            status = pass_to_all_inputs(grads, node, op, grad, add_grads, takes_constant_gradient);
+        Py_XDECREF(op);
+        Py_DECREF(grad);
+        Py_DECREF(node);
+        if (status < 0)
+            goto fail;
+    }
+    Py_DECREF(grads);
+    return arrived;
+fail:
+    Py_XDECREF(grads);
+    Py_XDECREF(arrived);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(NDArray, Value): the array class whose nodes the walk takes, and the class whose\n"
@@ -473,6 +598,11 @@ static PyMethodDef methods[] = {
     {"gradient_pass", gradient_pass, METH_VARARGS,
      "gradient_pass(order, output, out_grad, make_leaf_grad, add_grads, cast_arriving) -> None\n\n"
      "The loop of backward.py's compute_gradient_data over a plain graph (see checked_order)."},
+    {"course_pass", course_pass, METH_VARARGS,
+     "course_pass(order, output, out_grad, add_grads, cast_arriving, takes_constant_gradient) -> [(node, grad)]\n\n"
+     "The loop of backward.py's compute_gradient_of_variables over a plain graph: the gradient\n"
+     "arriving at each node, in the order they arrive; constants get theirs through their op's\n"
+     "constant_input_gradients. Assigns no .grad."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -485,9 +615,11 @@ static struct PyModuleDef backward_walk_module = {
 PyMODINIT_FUNC PyInit__backward_walk(void)
 {
     static const char *names[] = {"op", "inputs", "_computed_at", "_data_set_at", "requires_grad",
-                                  "cached_data", "raw", "dtype", "gradient_data", "grad", "item_gradient"};
+                                  "cached_data", "raw", "dtype", "gradient_data", "grad", "item_gradient",
+                                  "constant_input_gradients"};
     PyObject **slots[] = {&s_op, &s_inputs, &s_computed_at, &s_data_set_at, &s_requires_grad,
-                          &s_cached_data, &s_raw, &s_dtype, &s_gradient_data, &s_grad, &s_item_gradient};
+                          &s_cached_data, &s_raw, &s_dtype, &s_gradient_data, &s_grad, &s_item_gradient,
+                          &s_constant_input_gradients};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *slots[i] = PyUnicode_InternFromString(names[i]);
         if (*slots[i] == NULL)

@@ -115,7 +115,7 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     """
     autograd, DeferredGradient, GradientGraphs, GradientGraph, gradient_tensor = _LATE.names or _LATE.load()
 
-    order = _checked_nodes(output_tensor, prune_constants=False)
+    order, plain = _walk_order(output_tensor, prune_constants=False)
     leaves = []
     arrays_only = True
     for node in order:
@@ -127,23 +127,43 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
         # tuple: both get the gradient graphs themselves, built now.
         _assign_course_gradients(order, gradient_graphs(output_tensor, out_grad, order))
         return order
+    seed = out_grad.realize_cached_data()
+    if plain:
+        arrived = backward_walk.course_pass(
+            order, output_tensor, seed, _add_course_grads, _cast_arriving, _takes_constant_gradient
+        )
+    else:
+        arrived = _course_pass(order, output_tensor, seed)
     leaf_grad_op = GradientGraph(GradientGraphs(output_tensor, out_grad, leaves, keep_graph))
-    grads_by_node = {output_tensor: out_grad.realize_cached_data()}
-    item_grads_by_tuple = {}
     assigned = []  # (node, .grad): written once the whole pass has succeeded
+    for node, grad in arrived:
+        if node.op is not None:
+            assigned.append((node, _detached(grad)))
+        elif node.requires_grad:
+            assigned.append((node, gradient_tensor(leaf_grad_op, node, grad)))
+        else:
+            assigned.append((node, grad if grad.__class__ is DeferredGradient else _detached(grad)))
+    for node, grad in assigned:
+        node.grad = grad
+    return order
+
+
+def _course_pass(order, output_tensor, out_grad):
+    """The loop of :func:`compute_gradient_of_variables` over ``order``: ``[(node, gradient)]``
+    for every node a gradient reaches, in the order they arrive (an array, or a constant's
+    :class:`~needle.deferred.DeferredGradient`). What ``backward_walk.course_pass`` does in C."""
+    grads_by_node = {output_tensor: out_grad}
+    item_grads_by_tuple = {}
+    arrived = []
     get = grads_by_node.get
     for node in reversed(order):
         grad = _gradient_arriving_at(node, grads_by_node, item_grads_by_tuple)
         if grad is None:
             continue  # none reaches it (an op defines none for labels), or it is an integer or bool value
+        arrived.append((node, grad))
         op = node.op
         if op is None:
-            if node.requires_grad:
-                assigned.append((node, gradient_tensor(leaf_grad_op, node, grad)))
-            else:
-                assigned.append((node, grad if grad.__class__ is DeferredGradient else _detached(grad)))
             continue
-        assigned.append((node, _detached(grad)))
         inputs = node.inputs
         if hasattr(op, "item_gradient"):  # one item of a tuple: kept sparse until the tuple's turn
             index, item_grad = op.item_gradient(grad, node)
@@ -162,10 +182,13 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
                 if input_grad is None:
                     continue
             previous = get(x)
-            grads_by_node[x] = input_grad if previous is None else _add_grads(_array_of(previous), _array_of(input_grad))
-    for node, grad in assigned:
-        node.grad = grad
-    return order
+            grads_by_node[x] = input_grad if previous is None else _add_course_grads(previous, input_grad)
+    return arrived
+
+
+def _add_course_grads(previous, grad):
+    """Sum two gradients of the course pass (a deferred one is computed first)."""
+    return _add_grads(_array_of(previous), _array_of(grad))
 
 
 def _gradient_arriving_at(node, grads_by_node, item_grads_by_tuple):

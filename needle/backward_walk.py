@@ -34,6 +34,10 @@ checked_order = _backward_walk.checked_order if ENABLED else None
 gradient_pass = _backward_walk.gradient_pass if ENABLED else None
 """``gradient_pass(order, output, out_grad, make_leaf_grad, add_grads, cast_arriving)``, or None."""
 
+course_pass = _backward_walk.course_pass if ENABLED else None
+"""``course_pass(order, output, out_grad, add_grads, cast_arriving, takes_constant_gradient)``:
+the course ``backward()``'s loop, returning ``[(node, gradient)]``; or None."""
+
 
 def describe() -> str:
     """Which walk runs, for a benchmark's header."""

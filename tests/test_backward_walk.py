@@ -196,3 +196,103 @@ def test_the_walk_keeps_no_node_alive():
         run()
     gc.collect()
     assert refs and all(ref() is None for ref in refs)
+
+
+# ---- the course backward()'s pass (course_pass) --------------------------------------------------
+def every_course_gradient(build, seed):
+    """Every node's ``.grad`` after the course's ``backward()``, as bytes (None where it has none),
+    with the type of each gradient."""
+    loss, _ = build(seed)
+    order = backward._checked_nodes_in_python(loss, False)
+    loss.backward()
+    grads = [node.grad for node in order]
+    return [(type(g).__name__, None if g is None else (g.numpy().dtype, g.numpy().tobytes())) for g in grads]
+
+
+@built
+@pytest.mark.parametrize("seed", range(40))
+def test_every_course_gradient_is_the_python_loops_bit_for_bit(seed, python_walk):
+    in_c = every_course_gradient(random_graph, seed)
+    assert in_c == python_walk(lambda: every_course_gradient(random_graph, seed))
+    assert sum(g is not None for _, g in in_c) > 4
+
+
+def test_the_random_graphs_give_constants_deferred_and_plain_gradients():
+    kinds = {kind for seed in range(40) for kind, _ in every_course_gradient(random_graph, seed)}
+    assert {"DeferredGradient", "GradientTensor", "Tensor"} <= kinds
+
+
+@built
+def test_a_course_mlp_step_is_the_python_loops_bit_for_bit(python_walk):
+    def step():
+        ndl.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+        opt = ndl.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+        x = ndl.Tensor(np.linspace(-1, 1, 24).reshape(4, 6), requires_grad=False)
+        y = ndl.Tensor([0, 2, 1, 2], dtype="uint8", requires_grad=False)
+        hidden = model.modules[1](model.modules[0](x))
+        loss = nn.SoftmaxLoss()(model.modules[2](hidden), y)
+        loss.backward()
+        opt.step()  # the batch's gradient is read after the update: backward-time weights
+        kinds = (type(x.grad).__name__, type(hidden.grad).__name__, type(model.modules[0].weight.grad).__name__)
+        grads = [x.grad, hidden.grad, loss.grad] + [p.grad for p in model.parameters()]
+        return kinds, y.grad, [g.numpy().tobytes() for g in grads], [p.numpy().tobytes() for p in model.parameters()]
+
+    in_c = step()
+    assert in_c[0] == ("DeferredGradient", "Tensor", "GradientTensor") and in_c[1] is None
+    assert in_c == python_walk(step)
+
+
+@built
+def test_a_failing_course_pass_raises_and_writes_no_grad():
+    class Broken(ndl.TensorOp):
+        def compute(self, a):
+            return a
+
+        def gradient(self, out_grad, node):
+            raise ValueError("broken gradient")
+
+        def gradient_data(self, out_grad, node):
+            raise ValueError("broken gradient")
+
+    x = ndl.Tensor([1.0])
+    middle = x * 2.0
+    loss = ops.summation(Broken()(middle) + middle)
+    with pytest.raises(ValueError, match="broken gradient"):
+        loss.backward()
+    assert x.grad is None and middle.grad is None and loss.grad is None
+
+
+@built
+def test_a_constant_takes_its_ops_constant_input_gradients_once_per_node(monkeypatch):
+    calls = []
+    original = ops.EWiseMul.constant_input_gradients
+
+    def counted(self, out_grad, node):
+        calls.append(node)
+        return original(self, out_grad, node)
+
+    monkeypatch.setattr(ops.EWiseMul, "constant_input_gradients", counted)
+    w = ndl.Tensor([1.0, 2.0])
+    constant = ndl.Tensor([3.0, 4.0], requires_grad=False)
+    product = w * constant
+    ops.summation(product).backward()
+    assert calls == [product]
+    np.testing.assert_array_equal(constant.grad.numpy(), [1.0, 2.0])
+
+
+@built
+def test_the_course_pass_keeps_no_node_alive():
+    refs = []
+
+    def run():
+        loss, _ = random_graph(5)
+        for node in backward_walk.checked_order(loss, False)[0]:
+            refs.append(weakref.ref(node))
+        loss.backward()
+        del loss
+
+    for _ in range(3):
+        run()
+    gc.collect()
+    assert refs and all(ref() is None for ref in refs)
