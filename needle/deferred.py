@@ -8,13 +8,12 @@ its value is made from and computes it the first time its data is needed (``.num
 printing, an op, ``.detach()``...). A gradient nobody reads costs nothing but the references.
 
 It gives the value at ``backward()`` time, as PyTorch and the course do, also after an
-optimizer has updated the weights in place. A parameter that a live optimizer updates is copied
-when the gradient is made (the first layer's weight, read by the forward a moment before, is
-still in cache then: one copy a step, far cheaper than the product). Any other array is copied
-later, if at all: before an optimizer writes into a parameter's array,
-:func:`keep_values_before_update` gives each pending gradient that uses that array a copy of it
-(a parameter registered with an optimizer after the backward). Code that writes into a
-tensor's array by itself (``t.cached_data.raw[...] = ...``) should read pending gradients first.
+optimizer has updated the weights: SGD and Adam on the CPU write the update of a weight that a
+pending gradient reads out of place and give the gradient the old buffer
+(:mod:`needle.weight_handover`); otherwise, before an optimizer writes into a parameter's
+array, :func:`keep_values_before_update` gives each pending gradient that uses that array a
+copy of it (one copy per step, far cheaper than the product). Code that writes into a tensor's
+array by itself (``t.cached_data.raw[...] = ...``) should read pending gradients first.
 
 Holds no graph node: what it keeps alive is its arrays, so a batch that outlives its step keeps
 no graph through its ``.grad``.
@@ -25,7 +24,7 @@ import weakref
 
 import numpy
 
-from . import autograd, live_buffers, spare_copies, updated_parameters
+from . import autograd, live_buffers, spare_copies
 from .backend_ndarray import NDArray
 from .tensor import Tensor
 
@@ -58,25 +57,23 @@ class DeferredGradient(Tensor):
     # until the value is computed or the gradient is freed: they are memory this gradient keeps.
 
     @classmethod
-    def of(cls, function, arrays, shape, dtype, extra=(), owners=()) -> "DeferredGradient":
+    def of(cls, function, arrays, shape, dtype, extra=()) -> "DeferredGradient":
         """The deferred value ``function(*arrays, *extra)``, which will have ``shape`` and ``dtype``.
 
-        ``arrays`` are the NDArrays it is made from, ``extra`` any other arguments (no Values: a
-        graph node kept here would stay alive). ``owners`` names, array by array, the Value whose
-        array it is (None for a gradient's): the array of a parameter that a live optimizer
-        updates is copied now; the others are copied if an optimizer is about to change them.
+        ``arrays`` are the NDArrays it is made from (copied, or handed over, if an optimizer is
+        about to change them), ``extra`` any other arguments (no Values: a graph node kept here
+        would stay alive).
         """
         value = cls.__new__(cls)
         autograd._fill(value, None, (), None, False)
-        arrays, copies = _copy_updated_parameters(tuple(arrays), owners)
+        arrays = tuple(arrays)
         value._recipe = (function, arrays, tuple(extra))
         value._known_shape = tuple(shape)
         value._known_dtype = numpy.dtype(dtype)
         # NOTE: a tuple of tokens, as live_buffers.hold_all makes for a tuple of NDArrays
         value._recipe_buffers = tuple(map(live_buffers.hold, arrays))
-        value._copies = copies  # the weight copies it owns (spare_copies'), handed back when done
-        if len(copies) < len(arrays):  # an array it reads may still be changed in place
-            _PENDING[id(value)] = weakref.ref(value)
+        value._copies = ()  # the weight buffers it owns (spare_copies'), handed back when done
+        _PENDING[id(value)] = weakref.ref(value)
         return value
 
     def realize_cached_data(self):
@@ -150,18 +147,43 @@ def keep_values_before_update(raw_arrays) -> None:
             _PENDING.pop(key, None)
 
 
-def _copy_updated_parameters(arrays, owners):
-    """``(arrays, copies)``: ``arrays`` with each one whose owner (in ``owners``) a live optimizer
-    updates replaced by a copy, and those copies."""
-    if not owners or not updated_parameters.any_optimizer():
-        return arrays, ()
-    kept, copies = [], []
-    for array, owner in zip(arrays, owners):
-        if owner is not None and updated_parameters.is_updated(owner):
-            array = spare_copies.copy_of(array)
-            copies.append(array)
-        kept.append(array)
-    return tuple(kept), tuple(copies)
+def any_pending() -> bool:
+    """Whether some deferred gradient still reads arrays an optimizer may change."""
+    return bool(_PENDING)
+
+
+def readers_of(raw_arrays) -> dict:
+    """``{id(raw): [(gradient, position)]}``: the pending gradients whose recipe reads one of
+    ``raw_arrays`` (itself, at ``position``, or a view of it, at position None)."""
+    targets = {id(raw) for raw in raw_arrays}
+    readers = {}
+    for ref in list(_PENDING.values()):
+        value = ref()
+        recipe = None if value is None else value._recipe
+        if recipe is None:
+            continue
+        for position, array in enumerate(recipe[1]):
+            raw = array.raw
+            if id(raw) in targets:
+                readers.setdefault(id(raw), []).append((value, position))
+            elif raw.base is not None and id(raw.base) in targets:
+                readers.setdefault(id(raw.base), []).append((value, None))
+    return readers
+
+
+def recipe_array(gradient, position):
+    """The array at ``position`` of a pending gradient's recipe (None for no position)."""
+    return None if position is None else gradient._recipe[1][position]
+
+
+def give_old_array(gradient, position, old) -> None:
+    """Let the pending ``gradient`` read ``old`` (an NDArray of the values its recipe's array at
+    ``position`` had, which it now owns) instead: an optimizer is about to write the new values
+    elsewhere (:mod:`needle.weight_handover`). It no longer reads a parameter's array."""
+    function, arrays, extra = gradient._recipe
+    gradient._recipe = (function, arrays[:position] + (old,) + arrays[position + 1 :], extra)
+    gradient._copies = gradient._copies + (old,)
+    _PENDING.pop(id(gradient), None)
 
 
 def is_deferrable(value) -> bool:
@@ -178,17 +200,15 @@ def deferred_product(op, first, second, shape) -> DeferredGradient:
     ``op`` is a product op (``MatMul`` with its transpose flags); ``first`` and ``second`` are
     Values whose arrays are taken now; the result is summed down to ``shape`` if it was broadcast.
     """
-    arrays = (first.realize_cached_data(), second.realize_cached_data())
-    return deferred_array_product(op, *arrays, shape, owners=(first, second))
+    return deferred_array_product(op, first.realize_cached_data(), second.realize_cached_data(), shape)
 
 
-def deferred_array_product(op, a, b, shape, owners=()) -> DeferredGradient:
-    """:func:`deferred_product` of the NDArrays ``a`` and ``b``; ``owners``: the Values whose
-    arrays they are (None for a gradient array), as :meth:`DeferredGradient.of` takes them."""
+def deferred_array_product(op, a, b, shape) -> DeferredGradient:
+    """:func:`deferred_product` of the NDArrays ``a`` and ``b``."""
     a_dtype, b_dtype = a.raw.dtype, b.raw.dtype
     dtype = a_dtype if a_dtype is b_dtype else numpy.result_type(a_dtype, b_dtype)
     shape = tuple(shape)
-    return DeferredGradient.of(_product_summed_to, (a, b), shape, dtype, extra=(op, shape), owners=owners)
+    return DeferredGradient.of(_product_summed_to, (a, b), shape, dtype, extra=(op, shape))
 
 
 def _product_summed_to(a, b, op, shape):

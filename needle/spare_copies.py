@@ -1,8 +1,9 @@
-"""Spare buffers for the weight copies that pending deferred gradients keep.
+"""Spare buffers for the weights that pending deferred gradients keep.
 
 Before an optimizer updates a weight in place, each pending :class:`~needle.deferred.DeferredGradient`
 that reads it gets a copy (see :func:`needle.deferred.keep_values_before_update`): one copy of
-the first layer's weight per training step. Allocating a fresh buffer of that size every step
+the first layer's weight per training step, or the weight's old buffer when the update is written
+out of place (:mod:`needle.weight_handover`). Allocating a fresh buffer of that size every step
 costs more than filling one (page faults on a new block), so a gradient that no longer needs
 its copy (computed or freed) hands the buffer back here, and the next step's copy fills it.
 
@@ -17,14 +18,31 @@ _SPARES = {}  # (shape, dtype, device name) -> (spare NDArray, its live-buffer t
 
 def copy_of(array: NDArray) -> NDArray:
     """A copy of ``array`` that owns its memory, in a spare buffer when one of its kind waits."""
+    spare = _take_spare(array)
+    if spare is None:
+        return NDArray.wrap(array.raw.copy(), array.device)
+    spare.raw[...] = array.raw
+    return spare
+
+
+def take_like(array: NDArray) -> NDArray:
+    """A buffer of ``array``'s shape, dtype and device that owns its memory, its values undefined:
+    the spare of its kind when one waits (for :mod:`needle.weight_handover`)."""
+    spare = _take_spare(array)
+    if spare is None:
+        return NDArray.wrap(array.device.xp.empty_like(array.raw), array.device)
+    return spare
+
+
+def _take_spare(array):
+    """The spare buffer of ``array``'s kind, no longer counted as waiting; None when none waits."""
     raw = array.raw
     spare = _SPARES.pop((raw.shape, raw.dtype, array.device.name), None)
     if spare is None:
-        return NDArray.wrap(raw.copy(), array.device)
-    copy, token = spare
-    copy.raw[...] = raw
+        return None
+    buffer, token = spare
     live_buffers.release(token)
-    return copy
+    return buffer
 
 
 def give_back(copy: NDArray) -> None:

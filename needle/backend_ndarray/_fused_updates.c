@@ -8,6 +8,9 @@
  *
  * Adam likewise replaces the eleven calls of ArrayRoutines.adam_steps.
  *
+ * Each also takes an optional ``source``: the weight's values are then read from it and the
+ * updated ones written into ``weight``, an update out of place (see needle/weight_handover.py).
+ *
  * Every function takes the arrays through the buffer protocol and returns False, having
  * changed nothing, when one is not a writable (where written) C-contiguous float32 or float64
  * buffer of the weight's size, or when two of them share memory: the caller then runs the
@@ -48,45 +51,47 @@ refuse:
 #define MOMENTUM_LOOP(T)                                                                 \
     do {                                                                                 \
         T *w = views[0].buf, *v = views[1].buf;                                          \
-        const T *g = views[2].buf;                                                       \
+        const T *g = views[2].buf, *w0 = source_view ? source_view->buf : w;             \
         const T m = (T)momentum, s = (T)step, d = (T)weight_decay;                       \
         Py_ssize_t n = views[0].len / (Py_ssize_t)sizeof(T);                             \
         if (weight_decay != 0.0) {                                                       \
             for (Py_ssize_t i = 0; i < n; i++) {                                         \
                 T u = v[i] * m;                                                          \
                 u = u + g[i];                                                            \
-                u = u + w[i] * d;                                                        \
+                u = u + w0[i] * d;                                                       \
                 v[i] = u;                                                                \
-                w[i] = w[i] - u * s;                                                     \
+                w[i] = w0[i] - u * s;                                                    \
             }                                                                            \
         } else {                                                                         \
             for (Py_ssize_t i = 0; i < n; i++) {                                         \
                 T u = v[i] * m;                                                          \
                 u = u + g[i];                                                            \
                 v[i] = u;                                                                \
-                w[i] = w[i] - u * s;                                                     \
+                w[i] = w0[i] - u * s;                                                    \
             }                                                                            \
         }                                                                                \
     } while (0)
 
 VECTORIZED static PyObject *momentum_step(PyObject *module, PyObject *args)
 {
-    PyObject *objects[3];
+    PyObject *objects[4] = {NULL, NULL, NULL, Py_None};
     double momentum, step, weight_decay;
-    if (!PyArg_ParseTuple(args, "OOOddd:momentum_step", &objects[0], &objects[1], &objects[2],
-                          &momentum, &step, &weight_decay))
+    if (!PyArg_ParseTuple(args, "OOOddd|O:momentum_step", &objects[0], &objects[1], &objects[2],
+                          &momentum, &step, &weight_decay, &objects[3]))
         return NULL;
-    Py_buffer views[3];
+    int count = objects[3] == Py_None ? 3 : 4;
+    Py_buffer views[4];
     int type;
-    if (!acquire(objects, views, 3, 2, &type))
+    if (!acquire(objects, views, count, 2, &type))
         Py_RETURN_FALSE;
+    const Py_buffer *source_view = count == 4 ? &views[3] : NULL;
     Py_BEGIN_ALLOW_THREADS
     if (type == FLOAT32)
         MOMENTUM_LOOP(float);
     else
         MOMENTUM_LOOP(double);
     Py_END_ALLOW_THREADS
-    release(views, 3);
+    release(views, count);
     Py_RETURN_TRUE;
 }
 
@@ -95,39 +100,41 @@ VECTORIZED static PyObject *momentum_step(PyObject *module, PyObject *args)
 #define SGD_LOOP(T)                                                                      \
     do {                                                                                 \
         T *w = views[0].buf;                                                             \
-        const T *g = views[1].buf;                                                       \
+        const T *g = views[1].buf, *w0 = source_view ? source_view->buf : w;             \
         const T r = (T)lr, d = (T)weight_decay;                                          \
         Py_ssize_t n = views[0].len / (Py_ssize_t)sizeof(T);                             \
         if (weight_decay != 0.0) {                                                       \
             for (Py_ssize_t i = 0; i < n; i++) {                                         \
-                T t = w[i] * d;                                                          \
+                T t = w0[i] * d;                                                         \
                 t = t + g[i];                                                            \
                 t = t * r;                                                               \
-                w[i] = w[i] - t;                                                         \
+                w[i] = w0[i] - t;                                                        \
             }                                                                            \
         } else {                                                                         \
             for (Py_ssize_t i = 0; i < n; i++)                                           \
-                w[i] = w[i] - g[i] * r;                                                  \
+                w[i] = w0[i] - g[i] * r;                                                 \
         }                                                                                \
     } while (0)
 
 VECTORIZED static PyObject *sgd_step(PyObject *module, PyObject *args)
 {
-    PyObject *objects[2];
+    PyObject *objects[3] = {NULL, NULL, Py_None};
     double lr, weight_decay;
-    if (!PyArg_ParseTuple(args, "OOdd:sgd_step", &objects[0], &objects[1], &lr, &weight_decay))
+    if (!PyArg_ParseTuple(args, "OOdd|O:sgd_step", &objects[0], &objects[1], &lr, &weight_decay, &objects[2]))
         return NULL;
-    Py_buffer views[2];
+    int count = objects[2] == Py_None ? 2 : 3;
+    Py_buffer views[3];
     int type;
-    if (!acquire(objects, views, 2, 1, &type))
+    if (!acquire(objects, views, count, 1, &type))
         Py_RETURN_FALSE;
+    const Py_buffer *source_view = count == 3 ? &views[2] : NULL;
     Py_BEGIN_ALLOW_THREADS
     if (type == FLOAT32)
         SGD_LOOP(float);
     else
         SGD_LOOP(double);
     Py_END_ALLOW_THREADS
-    release(views, 2);
+    release(views, count);
     Py_RETURN_TRUE;
 }
 
@@ -138,7 +145,7 @@ VECTORIZED static PyObject *sgd_step(PyObject *module, PyObject *args)
 #define ADAM_LOOP(T, SQRT)                                                               \
     do {                                                                                 \
         T *w = views[0].buf, *m = views[1].buf, *v = views[2].buf;                       \
-        const T *g = views[3].buf;                                                       \
+        const T *g = views[3].buf, *w0 = source_view ? source_view->buf : w;             \
         const T b1 = (T)beta1, k1 = (T)one_minus_beta1, b2 = (T)beta2;                   \
         const T k2 = (T)one_minus_beta2, c = (T)inverse_sqrt_c2, e = (T)eps;             \
         const T a = (T)step_size, d = (T)weight_decay;                                   \
@@ -146,7 +153,7 @@ VECTORIZED static PyObject *sgd_step(PyObject *module, PyObject *args)
         for (Py_ssize_t i = 0; i < n; i++) {                                             \
             T grad = g[i];                                                               \
             if (weight_decay != 0.0)                                                     \
-                grad = grad + w[i] * d;                                                  \
+                grad = grad + w0[i] * d;                                                 \
             T first = m[i] * b1;                                                         \
             first = first + grad * k1;                                                   \
             T square = grad * grad;                                                      \
@@ -160,45 +167,49 @@ VECTORIZED static PyObject *sgd_step(PyObject *module, PyObject *args)
             change = change * a;                                                         \
             m[i] = first;                                                                \
             v[i] = second;                                                               \
-            w[i] = w[i] - change;                                                        \
+            w[i] = w0[i] - change;                                                       \
         }                                                                                \
     } while (0)
 
 VECTORIZED static PyObject *adam_step(PyObject *module, PyObject *args)
 {
-    PyObject *objects[4];
+    PyObject *objects[5] = {NULL, NULL, NULL, NULL, Py_None};
     double beta1, one_minus_beta1, beta2, one_minus_beta2, inverse_sqrt_c2, eps, step_size, weight_decay;
-    if (!PyArg_ParseTuple(args, "OOOOdddddddd:adam_step", &objects[0], &objects[1], &objects[2], &objects[3],
+    if (!PyArg_ParseTuple(args, "OOOOdddddddd|O:adam_step", &objects[0], &objects[1], &objects[2], &objects[3],
                           &beta1, &one_minus_beta1, &beta2, &one_minus_beta2, &inverse_sqrt_c2, &eps,
-                          &step_size, &weight_decay))
+                          &step_size, &weight_decay, &objects[4]))
         return NULL;
-    Py_buffer views[4];
+    int count = objects[4] == Py_None ? 4 : 5;
+    Py_buffer views[5];
     int type;
-    if (!acquire(objects, views, 4, 3, &type))
+    if (!acquire(objects, views, count, 3, &type))
         Py_RETURN_FALSE;
+    const Py_buffer *source_view = count == 5 ? &views[4] : NULL;
     Py_BEGIN_ALLOW_THREADS
     if (type == FLOAT32)
         ADAM_LOOP(float, sqrtf);
     else
         ADAM_LOOP(double, sqrt);
     Py_END_ALLOW_THREADS
-    release(views, 4);
+    release(views, count);
     Py_RETURN_TRUE;
 }
 
 static PyMethodDef methods[] = {
     {"momentum_step", momentum_step, METH_VARARGS,
-     "momentum_step(weight, velocity, gradient, momentum, step, weight_decay) -> bool\n\n"
+     "momentum_step(weight, velocity, gradient, momentum, step, weight_decay[, source]) -> bool\n\n"
      "velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity,\n"
-     "in one pass, rounded as the numpy calls round it. False (nothing changed) when an array\n"
-     "is not a C-contiguous float32/float64 buffer of the weight's size, or two share memory."},
+     "in one pass, rounded as the numpy calls round it. With source, the weight's values are read\n"
+     "from source and the result written into weight (which source keeps unchanged). False (nothing\n"
+     "changed) when an array is not a C-contiguous float32/float64 buffer of the weight's size, or two\n"
+     "share memory."},
     {"sgd_step", sgd_step, METH_VARARGS,
-     "sgd_step(weight, gradient, lr, weight_decay) -> bool\n\n"
+     "sgd_step(weight, gradient, lr, weight_decay[, source]) -> bool\n\n"
      "weight -= lr * (gradient + weight_decay * weight) in one pass, rounded as the numpy calls\n"
      "round it; False as momentum_step."},
     {"adam_step", adam_step, METH_VARARGS,
      "adam_step(weight, first, second, gradient, beta1, 1 - beta1, beta2, 1 - beta2, inverse_sqrt_c2,\n"
-     "          eps, step_size, weight_decay) -> bool\n\n"
+     "          eps, step_size, weight_decay[, source]) -> bool\n\n"
      "One Adam update in one pass, rounded as ArrayRoutines.adam_steps's numpy calls round it;\n"
      "False as momentum_step."},
     {NULL, NULL, 0, NULL},

@@ -94,12 +94,25 @@ class ArrayRoutines:
         self._fused_relu_backward = fused_ops.relu_backward if on_host else None
 
     # ---- optimizer updates (in place), every parameter of one step in one call -------------
-    def sgd_steps(self, updates, lr, weight_decay, scratch):
-        """``weight -= lr * (gradient + weight_decay * weight)`` for each ``(weight, gradient)``."""
+    @property
+    def updates_out_of_place(self) -> bool:
+        """Whether the updates below read a weight's old values from a ``sources`` buffer and
+        write the new ones into the weight at no extra cost (the fused kernels on the CPU)."""
+        return self._fused_momentum_step is not None
+
+    def sgd_steps(self, updates, lr, weight_decay, scratch, sources=None):
+        """``weight -= lr * (gradient + weight_decay * weight)`` for each ``(weight, gradient)``.
+
+        ``sources``: ``{id(weight): array}`` for weights whose old values are read from that
+        array instead (an update out of place; the same in momentum_steps and adam_steps).
+        """
         xp, fused = self.xp, self._fused_sgd_step
         for weight, gradient in updates:
-            if fused is not None and fused(weight, gradient, lr, weight_decay):
+            source = sources.get(id(weight)) if sources else None
+            if fused is not None and fused(weight, gradient, lr, weight_decay, source):
                 continue  # one pass, the values of the numpy calls below
+            if source is not None:
+                weight[...] = source
             if not weight_decay:
                 self._combine_scaled(xp.subtract, weight, gradient, lr, scratch)
                 continue
@@ -109,13 +122,16 @@ class ArrayRoutines:
             buffer *= lr
             weight -= buffer
 
-    def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
+    def momentum_steps(self, updates, momentum, step, weight_decay, scratch, sources=None):
         """For each ``(weight, velocity, gradient)``:
         ``velocity = momentum * velocity + gradient + weight_decay * weight; weight -= step * velocity``."""
         combine, fused = self._combine_scaled, self._fused_momentum_step
         for weight, velocity, gradient in updates:
-            if fused is not None and fused(weight, velocity, gradient, momentum, step, weight_decay):
+            source = sources.get(id(weight)) if sources else None
+            if fused is not None and fused(weight, velocity, gradient, momentum, step, weight_decay, source):
                 continue  # one pass, the values of the numpy calls below
+            if source is not None:
+                weight[...] = source
             velocity *= momentum
             velocity += gradient
             if weight_decay:
@@ -150,15 +166,18 @@ class ArrayRoutines:
             multiply(source[start:stop], factor, out=buffer)
             operation(part, buffer, out=part)
 
-    def adam_steps(self, updates, hyper, scratch):
+    def adam_steps(self, updates, hyper, scratch, sources=None):
         """One Adam update of each ``(weight, first, second, gradient)``; ``hyper`` is an :class:`AdamScalars`."""
         xp, fused = self.xp, self._fused_adam_step
         for weight, first, second, gradient in updates:
+            source = sources.get(id(weight)) if sources else None
             if fused is not None and fused(
                 weight, first, second, gradient, hyper.beta1, 1 - hyper.beta1, hyper.beta2, 1 - hyper.beta2,
-                hyper.inverse_sqrt_c2, hyper.eps, hyper.step_size, hyper.weight_decay,
+                hyper.inverse_sqrt_c2, hyper.eps, hyper.step_size, hyper.weight_decay, source,
             ):
                 continue  # one pass, the values of the numpy calls below
+            if source is not None:
+                weight[...] = source
             buffer = scratch.like(xp, weight)
             if hyper.weight_decay:
                 gradient = gradient + hyper.weight_decay * weight

@@ -32,15 +32,20 @@ class CupyKernels(ArrayRoutines):
             setattr(self, attribute, cupy.ElementwiseKernel(*spec))
         self._dummies = {}  # (dtype, argument position) -> arrays for unused multi-tensor slots
 
-    def sgd_steps(self, updates, lr, weight_decay, scratch):
+    # NOTE: updates_out_of_place is False here (no fused host kernels), so no caller hands over
+    # a weight; ``sources``, if given, are copied into the weights first, as ArrayRoutines does.
+    def sgd_steps(self, updates, lr, weight_decay, scratch, sources=None):
+        _copy_sources(updates, sources)
         rest = self._in_slots(self._sgd_steps, updates, (lr, weight_decay))
         super().sgd_steps(rest, lr, weight_decay, scratch)
 
-    def momentum_steps(self, updates, momentum, step, weight_decay, scratch):
+    def momentum_steps(self, updates, momentum, step, weight_decay, scratch, sources=None):
+        _copy_sources(updates, sources)
         rest = self._in_slots(self._momentum_steps, updates, (momentum, step, weight_decay))
         super().momentum_steps(rest, momentum, step, weight_decay, scratch)
 
-    def adam_steps(self, updates, hyper, scratch):
+    def adam_steps(self, updates, hyper, scratch, sources=None):
+        _copy_sources(updates, sources)
         scalars = (hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay, hyper.step_size, hyper.inverse_sqrt_c2)
         rest = self._in_slots(self._adam_steps, updates, scalars)
         super().adam_steps(rest, hyper, scratch)
@@ -123,3 +128,12 @@ class CupyKernels(ArrayRoutines):
 def _same_float_dtype(first, *others):
     dtype = first.dtype
     return dtype in _FLOATS and all(other.dtype == dtype for other in others)
+
+
+def _copy_sources(updates, sources):
+    """Write each update's source (``sources[id(weight)]``) into its weight, for in-place updates."""
+    if sources:
+        for update in updates:
+            source = sources.get(id(update[0]))
+            if source is not None:
+                update[0][...] = source

@@ -101,26 +101,26 @@ def capture_cpu(fn, args, kwargs, state):
         before.append((owner, attribute, tensor, raw))
 
     optimizers = {id(opt): opt for opt in state.optimizers}
-    original_gradients = Optimizer._gradients
+    original_gradients = Optimizer._gradients_and_sources  # what every step reads its gradients through
 
-    def checked_gradients(self):
+    def checked_gradients(self, hand_over=True):
         if id(self) not in optimizers:
             raise CaptureError(
                 f"ndl.compile: an optimizer that the compiled function does not reach through its arguments, "
                 f"closure, globals or self ({type(self).__name__}) stepped during capture; pass it as an "
                 f"argument or keep it in a global or closure variable so that its step can be replayed"
             )
-        return original_gradients(self)
+        return original_gradients(self, hand_over)
 
     for opt in state.optimizers:
         opt.step = _host_step(recorder, opt)
-    Optimizer._gradients = checked_gradients
+    Optimizer._gradients_and_sources = checked_gradients
     recorder.start()
     try:
         result = fn(*traced_args, **traced_kwargs)
     finally:
         recorder.stop()
-        Optimizer._gradients = original_gradients
+        Optimizer._gradients_and_sources = original_gradients
         for opt in state.optimizers:
             opt.__dict__.pop("step", None)
         for data, raw in swapped.values():

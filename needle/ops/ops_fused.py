@@ -71,7 +71,7 @@ class LinearOp(TensorOp):
         if is_deferrable(x) and inputs[1].requires_grad and (len(inputs) == 2 or inputs[2].requires_grad):
             # the first layer's data batch: computed when read
             weight = inputs[1].cached_data
-            grad_x = deferred_array_product(_GRAD_INPUT_PRODUCT, out_grad, weight, x.shape, owners=(None, inputs[1]))
+            grad_x = deferred_array_product(_GRAD_INPUT_PRODUCT, out_grad, weight, x.shape)
             return (grad_x,) + (None,) * (len(inputs) - 1)
         return super().constant_input_gradients(out_grad, node)
 

@@ -222,14 +222,13 @@ class MatMul(TensorOp):
         a, b = node.inputs
         if not (is_deferrable(a) or is_deferrable(b)):
             return super().constant_input_gradients(out_grad, node)
-        arrays, owners = (a.cached_data, b.cached_data, out_grad), (a, b, None)
+        arrays = (a.cached_data, b.cached_data, out_grad)
         grads = []
         for operand, (product, (first, second)) in zip((a, b), self._adjoint_products()):
-            if not is_deferrable(operand):
-                grads.append(None)
-                continue
-            pair = (arrays[first], arrays[second])
-            grads.append(deferred_array_product(product, *pair, operand.shape, owners=(owners[first], owners[second])))
+            deferrable = is_deferrable(operand)
+            grads.append(
+                deferred_array_product(product, arrays[first], arrays[second], operand.shape) if deferrable else None
+            )
         return tuple(grads)
 
     def gradient_data(self, out_grad, node):

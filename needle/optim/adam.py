@@ -98,7 +98,7 @@ class Adam(Optimizer):
         )
 
     def step(self) -> None:
-        gradients = self._gradients()
+        gradients, sources = self._gradients_and_sources()
         hyper = self._next_step_scalars()
         firsts, seconds = self.m, self.v
         updates = {}  # kernels of a device -> that device's updates
@@ -109,4 +109,4 @@ class Adam(Optimizer):
                 seconds[param] = kernels.xp.zeros_like(weight)
             updates.setdefault(kernels, []).append((weight, first, seconds[param], gradient))
         for kernels, device_updates in updates.items():
-            kernels.adam_steps(device_updates, hyper, self._scratch)
+            kernels.adam_steps(device_updates, hyper, self._scratch, sources)

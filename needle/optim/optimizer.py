@@ -14,7 +14,7 @@ from typing import Any
 import numpy
 
 from ..autograd import Tensor
-from .. import updated_parameters
+from .. import updated_parameters, weight_handover
 from ..backend_ndarray.kernels import Scratch
 from ..deferred import keep_values_before_update
 from ..gradient_graph import retire_graphs_of
@@ -55,33 +55,27 @@ class Optimizer:
         gradient, ``kernels`` the kernels of the parameter's device, which do the update.
         Every gradient's shape is checked before any is returned, so a bad one changes nothing.
         """
+        return self._gradients_and_sources(hand_over=False)[0]
+
+    def _gradients_and_sources(self, hand_over=True):
+        """``(found, sources)``: :meth:`_gradients`, where a weight that a pending deferred
+        gradient reads may have been given a new buffer (:mod:`needle.weight_handover`): its
+        update must read the old values from ``sources[id(weight)]`` and write into ``weight``,
+        which the kernels' ``sources`` argument does. SGD and Adam take it."""
         updated_parameters.count_step()
-        found, weights, mismatched = [], [], False
-        for param in self.params:
-            grad = param.grad
-            if grad is None:
-                continue
-            data = param.cached_data
-            if data is None:
-                data = param.realize_cached_data()
-            gradient = grad.cached_data
-            if gradient is None:
-                gradient = grad.realize_cached_data()
-            weight, gradient_raw = data.raw, gradient.raw
-            if gradient_raw.shape != weight.shape:
-                mismatched = True
-            found.append((param, weight, gradient_raw, data.device.kernels))
-            weights.append(weight)
+        found, mismatched = _read_gradients(self.params)
         if mismatched:
             self._refuse_mismatched_gradients()
         # NOTE: an optimizer step does not make older graphs stale (no mark_data_changed), as in
         # the course's needle: a graph carried across steps (a recurrent state that is never
         # detached) still backpropagates, through the weights as they are now, and the
         # MemoryMonitor reports it as a leak with the detach() fix. PyTorch raises there instead.
-        # a course backward()'s deferred gradients still read the weights as they are now
-        keep_values_before_update(weights)
+        # a course backward()'s deferred gradients still read the weights as they were at backward:
+        # handed the old buffer where the update can be written out of place, else given a copy
         retire_graphs_of([param.grad for param, _, _, _ in found])  # their gradient graphs are about to go stale
-        return found
+        sources = weight_handover.hand_over(found) if hand_over else {}
+        keep_values_before_update([weight for _, weight, _, _ in found])
+        return found, sources
 
     def _refuse_mismatched_gradients(self):
         """Raise ValueError naming every parameter whose gradient has another shape (nothing is updated)."""
@@ -323,3 +317,25 @@ def _numeric_host_array(value):
     if host.dtype.kind not in "biuf":
         return None, f"must be a real numeric array, got dtype {host.dtype}"
     return host, None
+
+
+def _read_gradients(params):
+    """``(found, mismatched)``: :meth:`Optimizer._gradients`'s tuples, and whether a gradient's
+    shape differs from its parameter's (a function of its own, so that no local variable of
+    the step holds a parameter's array while :mod:`needle.weight_handover` counts its holders)."""
+    found, mismatched = [], False
+    for param in params:
+        grad = param.grad
+        if grad is None:
+            continue
+        data = param.cached_data
+        if data is None:
+            data = param.realize_cached_data()
+        gradient = grad.cached_data
+        if gradient is None:
+            gradient = grad.realize_cached_data()
+        weight, gradient_raw = data.raw, gradient.raw
+        if gradient_raw.shape != weight.shape:
+            mismatched = True
+        found.append((param, weight, gradient_raw, data.device.kernels))
+    return found, mismatched

@@ -117,7 +117,7 @@ class SGD(Optimizer):
 
     def step(self) -> None:
         # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
-        gradients = self._gradients()
+        gradients, sources = self._gradients_and_sources()
         lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
         velocities = self.u
         if momentum and velocities.momentum != momentum:
@@ -141,7 +141,7 @@ class SGD(Optimizer):
                 device_updates.append(update)
         for kernels, device_updates in updates.items():
             if momentum == 0:
-                kernels.sgd_steps(device_updates, lr, weight_decay, self._scratch)
+                kernels.sgd_steps(device_updates, lr, weight_decay, self._scratch, sources)
             else:
                 # NOTE: v = momentum * v + grad; w -= lr * (1 - momentum) * v, in place.
-                kernels.momentum_steps(device_updates, momentum, step, weight_decay, self._scratch)
+                kernels.momentum_steps(device_updates, momentum, step, weight_decay, self._scratch, sources)

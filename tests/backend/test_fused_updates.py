@@ -193,3 +193,42 @@ def test_training_gives_the_same_bits_with_and_without_the_extension(tmp_path):
         assert run.returncode == 0, run.stderr
         digests[setting] = run.stdout.split()
     assert len(digests["1"]) == 3 and digests["1"] == digests["0"]
+
+
+# ---- out of place: the old values read from ``sources`` (needle.weight_handover) ----------------
+def _step_all(kernels, kind, weight, state, gradient, sources=None):
+    if kind == "sgd":
+        kernels.sgd_steps([(weight, gradient)], 0.1, 1e-3, Scratch(), sources)
+    elif kind == "momentum":
+        kernels.momentum_steps([(weight, state[0], gradient)], 0.9, 0.01, 1e-3, Scratch(), sources)
+    else:
+        hyper = AdamScalars(0.9, 0.999, 1e-8, 1e-3, step_size=0.1, inverse_sqrt_c2=3.0)
+        kernels.adam_steps([(weight, state[0], state[1], gradient)], hyper, Scratch(), sources)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "numpy-calls"])
+@pytest.mark.parametrize("kind", ["sgd", "momentum", "adam"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_update_out_of_place_writes_the_in_place_values_and_keeps_the_source(fused, kind, dtype):
+    if fused and not fused_updates.ENABLED:
+        pytest.skip(f"the updates are {fused_updates.describe()}")
+    kernels = ArrayRoutines(np) if fused else numpy_only()
+    shape = (37, 11)
+    weight, gradient = draw(shape, dtype, 1), draw(shape, dtype, 2)
+    in_place, in_place_state = weight.copy(), [draw(shape, dtype, 3), np.abs(draw(shape, dtype, 4))]
+    out_state = [array.copy() for array in in_place_state]
+    _step_all(kernels, kind, in_place, in_place_state, gradient)
+    source, target = weight.copy(), np.full(shape, np.nan, dtype)  # the new buffer's old contents must not matter
+    _step_all(kernels, kind, target, out_state, gradient, {id(target): source})
+    assert target.tobytes() == in_place.tobytes()
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(out_state, in_place_state))
+    assert source.tobytes() == weight.tobytes(), "the old values were changed"
+
+
+@built
+def test_a_source_that_overlaps_the_weight_is_refused_unchanged():
+    weight, velocity, gradient = (draw((8,), np.float32, seed) for seed in range(3))
+    before = weight.copy(), velocity.copy()
+    assert fused_updates.momentum_step(weight, velocity, gradient, 0.9, 0.1, 0.0, weight) is False
+    assert fused_updates.momentum_step(weight, velocity, gradient, 0.9, 0.1, 0.0, draw((9,), np.float32, 4)) is False
+    assert weight.tobytes() == before[0].tobytes() and velocity.tobytes() == before[1].tobytes()

@@ -361,3 +361,30 @@ def test_a_strided_weight_is_updated_whole_and_in_place(cpu_kernels):
     cpu_kernels.momentum_steps([(weight, velocity, gradient)], 0.9, 0.01, 0.0, Scratch())
     assert np.array_equal(weight, expected) and np.array_equal(velocity, expected_velocity)
     assert np.array_equal(base.T, expected)  # the update wrote through the view
+
+
+@pytest.mark.parametrize("routine", ["sgd", "momentum", "adam"])
+def test_updates_read_the_old_values_from_sources_on_every_device(device, routine):
+    """``sources`` (an update out of place): the target ends with what the update in place
+    gives, whatever it held, and the source keeps the old values."""
+    weight, gradient = draw(*SHAPE, seed=21), draw(*SHAPE, seed=22)
+    first, second = draw(*SHAPE, seed=23), np.abs(draw(*SHAPE, seed=24))
+    hyper = AdamScalars(0.9, 0.999, 1e-8, 0.01, step_size=0.01, inverse_sqrt_c2=1.5)
+
+    def step(target, sources=None):
+        state = [on(device, first), on(device, second)]
+        g = on(device, gradient)
+        if routine == "sgd":
+            device.kernels.sgd_steps([(target, g)], 0.1, 0.01, Scratch(), sources)
+        elif routine == "momentum":
+            device.kernels.momentum_steps([(target, state[0], g)], 0.9, 0.01, 0.01, Scratch(), sources)
+        else:
+            device.kernels.adam_steps([(target, state[0], state[1], g)], hyper, Scratch(), sources)
+        return [host(target)] + [host(s) for s in state]
+
+    in_place = step(on(device, weight))
+    source, target = on(device, weight), on(device, np.full(SHAPE, np.nan, np.float32))
+    out_of_place = step(target, {id(target): source})
+    for got, want in zip(out_of_place, in_place):
+        assert got.tobytes() == want.tobytes()
+    assert host(source).tobytes() == weight.tobytes()
