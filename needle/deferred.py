@@ -152,22 +152,24 @@ def any_pending() -> bool:
     return bool(_PENDING)
 
 
-def readers_of(raw_arrays) -> dict:
-    """``{id(raw): [(gradient, position)]}``: the pending gradients whose recipe reads one of
-    ``raw_arrays`` (itself, at ``position``, or a view of it, at position None)."""
-    targets = {id(raw) for raw in raw_arrays}
+def readers_of(targets) -> dict:
+    """``{id(raw): [(gradient, position)]}``: the pending gradients whose recipe reads one of the
+    arrays whose ids are ``targets`` (a set or dict): that array itself, at ``position``, or a
+    view of it, at position None."""
     readers = {}
-    for ref in list(_PENDING.values()):
+    for ref in list(_PENDING.values()):  # NOTE: a copy: a gradient freed meanwhile leaves _PENDING
         value = ref()
         recipe = None if value is None else value._recipe
         if recipe is None:
             continue
-        for position, array in enumerate(recipe[1]):
+        position = 0
+        for array in recipe[1]:
             raw = array.raw
             if id(raw) in targets:
                 readers.setdefault(id(raw), []).append((value, position))
             elif raw.base is not None and id(raw.base) in targets:
                 readers.setdefault(id(raw.base), []).append((value, None))
+            position += 1
     return readers
 
 

@@ -47,8 +47,8 @@ _OWN_REFERENCES = _own_references()
 """What ``_references(x)`` counts for a local ``x`` of the caller and the call itself."""
 
 _OTHER_HOLDERS_OF_ARRAY = 2  # the parameter's cached_data, the gradient's recipe
-# the NDArray's raw slot, the live-buffer token that counts it, and in hand_over's caller the
-# optimizer's tuple in `found` and hand_over's loop variable
+# the NDArray's raw slot, the live-buffer token that counts it, the optimizer's tuple in
+# `found`, and hand_over's local variable
 _OTHER_HOLDERS_OF_RAW = 4
 
 
@@ -62,17 +62,19 @@ def hand_over(found) -> dict:
     """
     if not deferred.any_pending():
         return {}
-    readers = deferred.readers_of([weight for _, weight, _, kernels in found if kernels.updates_out_of_place])
+    index_of = {id(entry[1]): index for index, entry in enumerate(found)}
     sources = {}
-    for index, (param, weight, gradient, kernels) in enumerate(found):
-        entries = readers.get(id(weight))
-        if entries is None or len(entries) != 1:
-            continue  # none reads it, or several do: they each get a copy
-        reader, position = entries[0]
+    for raw_id, readers in deferred.readers_of(index_of).items():
+        index = index_of[raw_id]
+        param, weight, gradient, kernels = found[index]
+        if len(readers) != 1 or not kernels.updates_out_of_place:
+            continue  # several gradients read it (they each get a copy), or the update is in place
+        reader, position = readers[0]
         old = _swap_buffer(param, reader, position)
         if old is not None:
-            found[index] = (param, param.cached_data.raw, gradient, kernels)
-            sources[id(param.cached_data.raw)] = old
+            new = param.cached_data.raw
+            found[index] = (param, new, gradient, kernels)
+            sources[id(new)] = old
     return sources
 
 

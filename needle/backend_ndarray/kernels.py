@@ -93,11 +93,12 @@ class ArrayRoutines:
         self._fused_cross_entropy_gradient = fused_ops.cross_entropy_gradient if on_host else None
         self._fused_relu_backward = fused_ops.relu_backward if on_host else None
 
-    # ---- optimizer updates (in place), every parameter of one step in one call -------------
+    # ---- optimizer updates (in place, or from ``sources``), every parameter of one step in one call
     @property
     def updates_out_of_place(self) -> bool:
         """Whether the updates below read a weight's old values from a ``sources`` buffer and
-        write the new ones into the weight at no extra cost (the fused kernels on the CPU)."""
+        write the new ones into the weight at no extra cost (needle.weight_handover): the fused
+        kernels on the CPU."""
         return self._fused_momentum_step is not None
 
     def sgd_steps(self, updates, lr, weight_decay, scratch, sources=None):
