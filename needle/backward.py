@@ -136,9 +136,14 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
         arrived = _course_pass(order, output_tensor, seed)
     leaf_grad_op = GradientGraph(GradientGraphs(output_tensor, out_grad, leaves, keep_graph))
     assigned = []  # (node, .grad): written once the whole pass has succeeded
+    # NOTE: the output's gradient is the seed; a constant seed is its .grad as it is, as in the course
+    seed_tensor = out_grad if out_grad.op is None and not out_grad.requires_grad else None
     for node, grad in arrived:
         if node.op is not None:
-            assigned.append((node, _detached(grad)))
+            if grad is seed and node is output_tensor and seed_tensor is not None:
+                assigned.append((node, seed_tensor))
+            else:
+                assigned.append((node, _detached(grad)))
         elif node.requires_grad:
             assigned.append((node, gradient_tensor(leaf_grad_op, node, grad)))
         else:

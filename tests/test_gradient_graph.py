@@ -229,3 +229,17 @@ def test_pickled_and_copied_tensors_are_counted_while_they_live_and_uncounted_af
     after = ndl.autograd.snapshot()
     assert after.live_tensors == before.live_tensors
     assert after.bytes_by_device.get(name, 0) == before.bytes_by_device.get(name, 0)
+
+
+def test_the_outputs_grad_is_its_seed_as_in_the_course(device):
+    x = ndl.Tensor([1.0, 2.0], device=device)
+    y = x * 3.0
+    y.backward()
+    assert y.grad.op is None and not y.grad.requires_grad and y.grad.numpy().tolist() == [1.0, 1.0]
+    seed = ndl.Tensor([0.5, 2.0], device=device, requires_grad=False)
+    y.backward(seed)
+    assert y.grad is seed  # the course's backward() gives the output the tensor it was seeded with
+    assert x.grad.numpy().tolist() == [1.5, 6.0]
+    graph_seed = ndl.Tensor([1.0, 1.0], device=device) * 2.0  # a seed with a graph: its value, detached
+    y.backward(graph_seed)
+    assert y.grad is not graph_seed and y.grad.op is None and y.grad.numpy().tolist() == [2.0, 2.0]
