@@ -18,6 +18,9 @@
  *   ``constant_input_gradients``), returned as ``[(node, grad)]`` in the order they arrive; the
  *   caller makes the ``.grad`` Tensors.
  *
+ * - count_spent(nodes, updaters) is the loop of ``autograd._count_backward_call``: it marks the
+ *   traversed graph nodes spent and counts frozen parameters.
+ *
  * Every attribute reads what Python would read (Value's slots in place, a subclass's property
  * through getattr), and every sum of two gradients is ``add_grads``: the values, and the order they are summed in,
  * are those of the Python loops. needle/backward.py uses this module when it was built (it
@@ -31,12 +34,12 @@
 static PyObject *ndarray_type; /* needle's NDArray class, given by configure() */
 static PyObject *s_op, *s_inputs, *s_computed_at, *s_data_set_at, *s_requires_grad;
 static PyObject *s_cached_data, *s_raw, *s_dtype, *s_gradient_data, *s_grad, *s_item_gradient;
-static PyObject *s_constant_input_gradients;
+static PyObject *s_constant_input_gradients, *s_spent, *s_is_parameter;
 
 /* Value's slots (and NDArray's ``raw``), read in place: the member descriptor of each name and
  * its offset, found by configure(). An object whose class finds another attribute under that
  * name (a property of a subclass) is read through getattr. */
-enum { OP, INPUTS, COMPUTED_AT, DATA_SET_AT, REQUIRES_GRAD, CACHED_DATA, RAW, SLOT_COUNT };
+enum { OP, INPUTS, COMPUTED_AT, DATA_SET_AT, REQUIRES_GRAD, CACHED_DATA, SPENT, RAW, SLOT_COUNT };
 #define VALUE_SLOTS RAW /* the slots before RAW are Value's; RAW is NDArray's */
 static PyObject *slot_names[SLOT_COUNT];
 static PyObject *slot_descriptors[SLOT_COUNT];
@@ -76,6 +79,19 @@ static int compare_attribute(PyObject *a, int slot, PyObject *b, int op)
     int result = PyObject_RichCompareBool(value, b, op);
     Py_DECREF(value);
     return result;
+}
+
+/* ``obj.<slot> = value``, in place where read_slot reads in place; 0, or -1 on error. */
+static int write_slot(PyObject *obj, int slot, PyObject *value)
+{
+    PyObject *descriptor = slot_descriptors[slot];
+    if (descriptor != NULL && _PyType_Lookup(Py_TYPE(obj), slot_names[slot]) == descriptor) {
+        PyObject **place = (PyObject **)((char *)obj + slot_offsets[slot]);
+        Py_INCREF(value);
+        Py_XSETREF(*place, value);
+        return 0;
+    }
+    return PyObject_SetAttr(obj, slot_names[slot], value);
 }
 
 /* Whether ``node`` holds one NDArray (1), or not (0); -1 on error. */
@@ -587,6 +603,59 @@ fail:
     return NULL;
 }
 
+/* Whether the leaf ``node`` is a parameter that requires grad and that no live optimizer
+ * updates (its id is not in ``updaters``): 1, 0, or -1 on error. */
+static int is_frozen_parameter(PyObject *node, PyObject *updaters)
+{
+    PyObject *flag = PyObject_GetAttr(node, s_is_parameter);
+    int parameter = flag == NULL ? -1 : PyObject_IsTrue(flag);
+    Py_XDECREF(flag);
+    if (parameter <= 0)
+        return parameter;
+    int wanted = attribute_is_true(node, REQUIRES_GRAD);
+    if (wanted <= 0)
+        return wanted;
+    PyObject *key = PyLong_FromVoidPtr(node); /* id(node) */
+    int updated = key == NULL ? -1 : PyDict_Contains(updaters, key);
+    Py_XDECREF(key);
+    return updated < 0 ? -1 : !updated;
+}
+
+static PyObject *count_spent(PyObject *module, PyObject *args)
+{
+    PyObject *nodes, *updaters;
+    if (!PyArg_ParseTuple(args, "O!O:count_spent", &PyList_Type, &nodes, &updaters))
+        return NULL;
+    if (updaters != Py_None && !PyDict_Check(updaters)) {
+        PyErr_SetString(PyExc_TypeError, "count_spent: updaters must be a dict or None");
+        return NULL;
+    }
+    Py_ssize_t marked = 0, frozen = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        Py_INCREF(node);
+        PyObject *op = read_slot(node, OP);
+        int status = op == NULL ? -1 : 0;
+        if (op == Py_None) {
+            if (updaters != Py_None) {
+                status = is_frozen_parameter(node, updaters);
+                frozen += status > 0;
+            }
+        } else if (op != NULL) {
+            status = attribute_is_true(node, SPENT);
+            if (status == 0) {
+                status = write_slot(node, SPENT, Py_True);
+                marked++;
+            }
+        }
+        Py_XDECREF(op);
+        Py_DECREF(node);
+        if (status < 0)
+            return NULL;
+    }
+    return Py_BuildValue("nn", marked, frozen);
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(NDArray, Value): the array class whose nodes the walk takes, and the class whose\n"
@@ -598,6 +667,11 @@ static PyMethodDef methods[] = {
     {"gradient_pass", gradient_pass, METH_VARARGS,
      "gradient_pass(order, output, out_grad, make_leaf_grad, add_grads, cast_arriving) -> None\n\n"
      "The loop of backward.py's compute_gradient_data over a plain graph (see checked_order)."},
+    {"count_spent", count_spent, METH_VARARGS,
+     "count_spent(nodes, updaters) -> (marked, frozen)\n\n"
+     "autograd._count_backward_call's loop: marks each graph node of nodes that is not spent as\n"
+     "spent, and counts the parameters among the leaves that require grad and whose id is not in\n"
+     "updaters (None: no optimizer lives, none is counted)."},
     {"course_pass", course_pass, METH_VARARGS,
      "course_pass(order, output, out_grad, add_grads, cast_arriving, takes_constant_gradient) -> [(node, grad)]\n\n"
      "The loop of backward.py's compute_gradient_of_variables over a plain graph: the gradient\n"
@@ -616,16 +690,16 @@ PyMODINIT_FUNC PyInit__backward_walk(void)
 {
     static const char *names[] = {"op", "inputs", "_computed_at", "_data_set_at", "requires_grad",
                                   "cached_data", "raw", "dtype", "gradient_data", "grad", "item_gradient",
-                                  "constant_input_gradients"};
+                                  "constant_input_gradients", "_spent", "_is_parameter"};
     PyObject **slots[] = {&s_op, &s_inputs, &s_computed_at, &s_data_set_at, &s_requires_grad,
                           &s_cached_data, &s_raw, &s_dtype, &s_gradient_data, &s_grad, &s_item_gradient,
-                          &s_constant_input_gradients};
+                          &s_constant_input_gradients, &s_spent, &s_is_parameter};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *slots[i] = PyUnicode_InternFromString(names[i]);
         if (*slots[i] == NULL)
             return NULL;
     }
-    PyObject *in_slot_order[SLOT_COUNT] = {s_op, s_inputs, s_computed_at, s_data_set_at, s_requires_grad, s_cached_data, s_raw};
+    PyObject *in_slot_order[SLOT_COUNT] = {s_op, s_inputs, s_computed_at, s_data_set_at, s_requires_grad, s_cached_data, s_spent, s_raw};
     for (int slot = 0; slot < SLOT_COUNT; slot++)
         slot_names[slot] = in_slot_order[slot];
     return PyModule_Create(&backward_walk_module);

@@ -648,6 +648,7 @@ class TensorTuple(Value):
 
 
 from .tensor import Tensor  # noqa: E402  (Tensor subclasses Value, defined above)
+from . import backward_walk  # noqa: E402
 from .backward import (  # noqa: E402
     compute_gradient_of_variables,
     find_topo_sort,
@@ -661,8 +662,14 @@ def _count_backward_call(nodes):
     """Count one backward() pass and mark the graph nodes it traversed as spent."""
     global _BACKWARD_CALLS, _SPENT_MARKED, _FROZEN_GRADIENTS
     _BACKWARD_CALLS += 1
-    marked = frozen = 0
     optimizers = updated_parameters.any_optimizer()
+    count_spent = backward_walk.count_spent
+    if count_spent is not None and nodes.__class__ is list:
+        marked, frozen = count_spent(nodes, updated_parameters._UPDATERS if optimizers else None)
+        _SPENT_MARKED += marked
+        _FROZEN_GRADIENTS += frozen
+        return
+    marked = frozen = 0
     for node in nodes:
         if node.op is None:
             if optimizers and node._is_parameter and node.requires_grad and not updated_parameters.is_updated(node):

@@ -38,6 +38,10 @@ course_pass = _backward_walk.course_pass if ENABLED else None
 """``course_pass(order, output, out_grad, add_grads, cast_arriving, takes_constant_gradient)``:
 the course ``backward()``'s loop, returning ``[(node, gradient)]``; or None."""
 
+count_spent = _backward_walk.count_spent if ENABLED else None
+"""``count_spent(nodes, updaters) -> (marked, frozen)``: autograd's ``_count_backward_call`` loop; or None."""
+
+
 
 def describe() -> str:
     """Which walk runs, for a benchmark's header."""

@@ -34,6 +34,7 @@ def python_walk(monkeypatch):
         with monkeypatch.context() as patch:
             patch.setattr(backward_walk, "checked_order", None)
             patch.setattr(backward_walk, "gradient_pass", None)
+            patch.setattr(backward_walk, "count_spent", None)
             return function()
 
     return run
@@ -296,3 +297,26 @@ def test_the_course_pass_keeps_no_node_alive():
         run()
     gc.collect()
     assert refs and all(ref() is None for ref in refs)
+
+
+# ---- the counters of a backward() (count_spent) ----------------------------------------------------
+@built
+def test_the_spent_and_frozen_counts_are_the_python_loops(python_walk):
+    def counts():
+        ndl.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+        opt = ndl.optim.SGD(model.modules[2].parameters(), lr=0.1)  # the first layer is frozen
+        x = ndl.Tensor(np.linspace(-1, 1, 24).reshape(4, 6), requires_grad=False)
+        y = ndl.Tensor([0, 2, 1, 2], dtype="uint8", requires_grad=False)
+        loss = nn.SoftmaxLoss()(model(x), y)
+        before = ndl.autograd.snapshot()
+        loss.backward()
+        loss.backward(create_graph=False)  # the same nodes again: already spent
+        after = ndl.autograd.snapshot()
+        spent = [node._spent for node in backward._checked_nodes_in_python(loss, False) if node.op is not None]
+        del opt
+        return after.frozen_gradients - before.frozen_gradients, after.backward_calls - before.backward_calls, spent
+
+    in_c = counts()
+    assert in_c == python_walk(counts)
+    assert in_c[0] == 4 and in_c[1] == 2 and all(flag is True for flag in in_c[2])
