@@ -1,10 +1,12 @@
-"""The fast backward pass's walk over the graph in C, from the optional extension ``_backward_walk``.
+"""The backward passes' walks over the graph in C, from the optional extension ``_backward_walk``.
 
-``backward(create_graph=False)`` spends most of its Python time on bookkeeping per node, not on
-arrays: the depth-first search of :func:`needle.backward._checked_nodes` and the loop of
-:func:`needle.backward.compute_gradient_data` that takes each node's gradient out of a table,
-checks its dtype, calls the op's ``gradient_data`` and files the results under the inputs. The
-extension does the same in C: the same order, the same checks and the same calls, reading every
+A backward pass spends most of its Python time on bookkeeping per node, not on arrays: the
+depth-first search of :func:`needle.backward._checked_nodes`, the loop that takes each node's
+gradient out of a table, checks its dtype, calls the op's ``gradient_data`` and files the
+results under the inputs (:func:`needle.backward.compute_gradient_data` for
+``backward(create_graph=False)``, :func:`needle.backward.compute_gradient_of_variables` for the
+course's ``backward()``, whose loop also gives constants their gradients), and the count of the
+nodes it spent. The extension does the same in C: the same order, the same checks and the same calls, reading every
 attribute as Python reads it and summing gradients with the same Python function, so the results are
 those of the Python loops (tests/test_backward_walk.py holds them to it). The ops' own work
 stays in Python.
