@@ -78,6 +78,15 @@ def hand_over(found) -> dict:
     return sources
 
 
+def restore_old_values(found, sources) -> None:
+    """Write the old values back into each weight of ``found`` handed over in ``sources``: for a
+    step that failed after :func:`hand_over` (its parameters then read as before the step)."""
+    for _, weight, _, _ in found:
+        source = sources.get(id(weight))
+        if source is not None:
+            weight[...] = source
+
+
 def _swap_buffer(param, reader, position):
     """Give ``param``'s NDArray a spare buffer and ``reader`` the old one; returns the old buffer,
     or None (nothing changed) when someone else could see the swap."""

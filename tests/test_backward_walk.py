@@ -40,6 +40,19 @@ def python_walk(monkeypatch):
     return run
 
 
+class Broken(ndl.TensorOp):
+    """An op whose gradient raises."""
+
+    def compute(self, a):
+        return a
+
+    def gradient(self, out_grad, node):
+        raise ValueError("broken gradient")
+
+    def gradient_data(self, out_grad, node):
+        raise ValueError("broken gradient")
+
+
 def random_graph(seed):
     """A random graph over a few leaves (float32 and float64, some constants): shared
     subexpressions, broadcasts, products and reductions, as ``(loss, leaves)``."""
@@ -168,16 +181,6 @@ def test_a_course_gradient_is_walked_through_its_inputs_property(python_walk):
 
 @built
 def test_an_error_in_an_ops_gradient_reaches_the_caller():
-    class Broken(ndl.TensorOp):
-        def compute(self, a):
-            return a
-
-        def gradient(self, out_grad, node):
-            raise ValueError("broken gradient")
-
-        def gradient_data(self, out_grad, node):
-            raise ValueError("broken gradient")
-
     x = ndl.Tensor([1.0])
     with pytest.raises(ValueError, match="broken gradient"):
         ops.summation(Broken()(x)).backward(create_graph=False)
@@ -246,16 +249,6 @@ def test_a_course_mlp_step_is_the_python_loops_bit_for_bit(python_walk):
 
 @built
 def test_a_failing_course_pass_raises_and_writes_no_grad():
-    class Broken(ndl.TensorOp):
-        def compute(self, a):
-            return a
-
-        def gradient(self, out_grad, node):
-            raise ValueError("broken gradient")
-
-        def gradient_data(self, out_grad, node):
-            raise ValueError("broken gradient")
-
     x = ndl.Tensor([1.0])
     middle = x * 2.0
     loss = ops.summation(Broken()(middle) + middle)

@@ -166,3 +166,27 @@ def test_a_parameter_holds_the_bytes_of_its_new_buffer():
     if batch.grad._copies:
         old = batch.grad._copies[0].raw
         assert live_buffers._HELD[id(old)][live_buffers.OWNER] is old  # the gradient holds the old one
+
+
+def test_a_step_that_fails_after_the_hand_over_leaves_the_weight_as_it_was(monkeypatch):
+    rng = np.random.default_rng(6)
+    w = nn.Parameter(ndl.Tensor(rng.normal(size=(3, 4))))
+    opt = ndl.optim.SGD([w], lr=1.0, momentum=0.5)
+    batch = ndl.Tensor(rng.normal(size=(2, 3)), requires_grad=False)
+    (batch @ w).sum().backward()
+    values, expected_grad = w.numpy().copy(), np.ones((2, 4)) @ w.numpy().T
+    handed = []
+    original = weight_handover.hand_over
+    monkeypatch.setattr(weight_handover, "hand_over", lambda found: handed.append(1) or original(found))
+
+    def broken(*args, **kwargs):
+        raise MemoryError("no memory for the update")
+
+    monkeypatch.setattr(type(ndl.cpu().kernels), "momentum_steps", broken)
+    with pytest.raises(MemoryError):
+        opt.step()
+    assert handed
+    if weight_handover_available():
+        assert batch.grad._copies, "the weight was handed over before the update failed"
+    np.testing.assert_array_equal(w.numpy(), values)
+    np.testing.assert_allclose(batch.grad.numpy(), expected_grad, rtol=1e-6)
