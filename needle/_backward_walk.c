@@ -394,18 +394,30 @@ static int accumulate(PyObject *grads, PyObject *x, PyObject *input_grad, PyObje
 }
 
 /* Hand the gradient of the graph node ``node`` on to its inputs through ``op.gradient_data``. */
-static int pass_to_inputs(PyObject *grads, PyObject *node, PyObject *op, PyObject *grad, PyObject *add_grads)
+/* ``node.inputs`` and ``op.gradient_data(grad, node)``, both as PySequence_Fast (new references
+ * in ``*xs`` and ``*gs``); -1 on error, with neither held. The inputs are read first, as
+ * zip(node.inputs, op.gradient_data(...)) reads them. */
+static int inputs_and_gradients(PyObject *node, PyObject *op, PyObject *grad, PyObject **xs, PyObject **gs)
 {
-    /* NOTE: the inputs are read first, as zip(node.inputs, op.gradient_data(...)) reads them */
-    PyObject *xs = inputs_of(node);
-    if (xs == NULL)
+    *xs = inputs_of(node);
+    if (*xs == NULL)
         return -1;
     PyObject *input_grads = PyObject_CallMethodObjArgs(op, s_gradient_data, grad, node, NULL);
-    PyObject *gs = input_grads == NULL ? NULL : PySequence_Fast(input_grads, "gradient_data must return a sequence");
+    *gs = input_grads == NULL ? NULL : PySequence_Fast(input_grads, "gradient_data must return a sequence");
     Py_XDECREF(input_grads);
+    if (*gs == NULL) {
+        Py_CLEAR(*xs);
+        return -1;
+    }
+    return 0;
+}
+
+static int pass_to_inputs(PyObject *grads, PyObject *node, PyObject *op, PyObject *grad, PyObject *add_grads)
+{
+    PyObject *xs, *gs;
+    if (inputs_and_gradients(node, op, grad, &xs, &gs) < 0)
+        return -1;
     int status = -1;
-    if (gs == NULL)
-        goto done;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(xs);
     if (PySequence_Fast_GET_SIZE(gs) < count)
         count = PySequence_Fast_GET_SIZE(gs); /* zip()'s length */
@@ -444,12 +456,14 @@ static PyObject *take_gradient(PyObject *grads, PyObject *node, PyObject *cast_a
     return arriving(node, grad, cast_arriving);
 }
 
-static PyObject *gradient_pass(PyObject *module, PyObject *args)
+/* What a pass does with each node the gradient reaches: 0, or -1 on error. */
+typedef int (*Visit)(PyObject *grads, PyObject *node, PyObject *grad, void *context);
+
+/* The loop both passes share: each node of ``order``, last first, with the gradient reaching
+ * it (take_gradient), handed to ``visit``; the nodes none reaches are skipped. 0, or -1 on error. */
+static int walk_backward(PyObject *order, PyObject *output, PyObject *out_grad, PyObject *cast_arriving,
+                         Visit visit, void *context)
 {
-    PyObject *order, *output, *out_grad, *make_leaf_grad, *add_grads, *cast_arriving;
-    if (!PyArg_ParseTuple(args, "O!OOOOO:gradient_pass", &PyList_Type, &order, &output, &out_grad,
-                          &make_leaf_grad, &add_grads, &cast_arriving))
-        return NULL;
     PyObject *grads = PyDict_New();
     if (grads == NULL || PyDict_SetItem(grads, output, out_grad) < 0)
         goto fail;
@@ -463,28 +477,52 @@ static PyObject *gradient_pass(PyObject *module, PyObject *args)
                 goto fail;
             continue; /* none reaches it, or an integer or bool value, which takes none */
         }
-        PyObject *op = read_slot(node, OP);
-        int status = -1;
-        if (op == Py_None) {
-            PyObject *leaf_grad = PyObject_CallOneArg(make_leaf_grad, grad);
-            if (leaf_grad != NULL) {
-                status = PyObject_SetAttr(node, s_grad, leaf_grad);
-                Py_DECREF(leaf_grad);
-            }
-        } else if (op != NULL) {
-            status = pass_to_inputs(grads, node, op, grad, add_grads);
-        }
-        Py_XDECREF(op);
+        int status = visit(grads, node, grad, context);
         Py_DECREF(grad);
         Py_DECREF(node);
         if (status < 0)
             goto fail;
     }
     Py_DECREF(grads);
-    Py_RETURN_NONE;
+    return 0;
 fail:
     Py_XDECREF(grads);
-    return NULL;
+    return -1;
+}
+
+typedef struct {
+    PyObject *make_leaf_grad, *add_grads;
+} FastPass;
+
+/* The fast pass: a leaf gets ``.grad = make_leaf_grad(grad)``; a graph node hands its gradient on. */
+static int visit_fast(PyObject *grads, PyObject *node, PyObject *grad, void *context)
+{
+    FastPass *pass = context;
+    PyObject *op = read_slot(node, OP);
+    int status = -1;
+    if (op == Py_None) {
+        PyObject *leaf_grad = PyObject_CallOneArg(pass->make_leaf_grad, grad);
+        if (leaf_grad != NULL) {
+            status = PyObject_SetAttr(node, s_grad, leaf_grad);
+            Py_DECREF(leaf_grad);
+        }
+    } else if (op != NULL) {
+        status = pass_to_inputs(grads, node, op, grad, pass->add_grads);
+    }
+    Py_XDECREF(op);
+    return status;
+}
+
+static PyObject *gradient_pass(PyObject *module, PyObject *args)
+{
+    PyObject *order, *output, *out_grad, *cast_arriving;
+    FastPass pass;
+    if (!PyArg_ParseTuple(args, "O!OOOOO:gradient_pass", &PyList_Type, &order, &output, &out_grad,
+                          &pass.make_leaf_grad, &pass.add_grads, &cast_arriving))
+        return NULL;
+    if (walk_backward(order, output, out_grad, cast_arriving, visit_fast, &pass) < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* The gradient of the constant input ``x`` of ``node`` at ``position``, from the op's
@@ -517,16 +555,11 @@ static PyObject *constant_gradient(PyObject *op, PyObject *grad, PyObject *node,
 static int pass_to_all_inputs(PyObject *grads, PyObject *node, PyObject *op, PyObject *grad, PyObject *add_grads,
                               PyObject *takes_constant_gradient)
 {
-    PyObject *xs = inputs_of(node);
-    if (xs == NULL)
+    PyObject *xs, *gs;
+    if (inputs_and_gradients(node, op, grad, &xs, &gs) < 0)
         return -1;
-    PyObject *input_grads = PyObject_CallMethodObjArgs(op, s_gradient_data, grad, node, NULL);
-    PyObject *gs = input_grads == NULL ? NULL : PySequence_Fast(input_grads, "gradient_data must return a sequence");
-    Py_XDECREF(input_grads);
     PyObject *constant_grads = NULL;
     int status = -1;
-    if (gs == NULL)
-        goto done;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(xs);
     if (PySequence_Fast_GET_SIZE(gs) < count) {
         PyErr_SetString(PyExc_IndexError, "gradient_data returned fewer gradients than the node has inputs");
@@ -561,46 +594,44 @@ done:
     return status;
 }
 
+typedef struct {
+    PyObject *arrived, *add_grads, *takes_constant_gradient;
+} CoursePass;
+
+/* The course pass: every node's gradient is noted in ``arrived``; a graph node hands it on to
+ * all its inputs, constants included. */
+static int visit_course(PyObject *grads, PyObject *node, PyObject *grad, void *context)
+{
+    CoursePass *pass = context;
+    PyObject *pair = PyTuple_Pack(2, node, grad);
+    int status = pair == NULL ? -1 : PyList_Append(pass->arrived, pair);
+    Py_XDECREF(pair);
+    if (status < 0)
+        return -1;
+    PyObject *op = read_slot(node, OP);
+    if (op == NULL)
+        return -1;
+    if (op != Py_None)
+        status = pass_to_all_inputs(grads, node, op, grad, pass->add_grads, pass->takes_constant_gradient);
+    Py_DECREF(op);
+    return status;
+}
+
 static PyObject *course_pass(PyObject *module, PyObject *args)
 {
-    PyObject *order, *output, *out_grad, *add_grads, *cast_arriving, *takes_constant_gradient;
-    if (!PyArg_ParseTuple(args, "O!OOOOO:course_pass", &PyList_Type, &order, &output, &out_grad, &add_grads,
-                          &cast_arriving, &takes_constant_gradient))
+    PyObject *order, *output, *out_grad, *cast_arriving;
+    CoursePass pass;
+    if (!PyArg_ParseTuple(args, "O!OOOOO:course_pass", &PyList_Type, &order, &output, &out_grad, &pass.add_grads,
+                          &cast_arriving, &pass.takes_constant_gradient))
         return NULL;
-    PyObject *arrived = PyList_New(0);
-    PyObject *grads = PyDict_New();
-    if (arrived == NULL || grads == NULL || PyDict_SetItem(grads, output, out_grad) < 0)
-        goto fail;
-    for (Py_ssize_t i = PyList_GET_SIZE(order) - 1; i >= 0; i--) {
-        PyObject *node = PyList_GET_ITEM(order, i);
-        Py_INCREF(node);
-        PyObject *grad = take_gradient(grads, node, cast_arriving);
-        if (grad == NULL) {
-            Py_DECREF(node);
-            if (PyErr_Occurred())
-                goto fail;
-            continue; /* none reaches it, or an integer or bool value, which takes none */
-        }
-        PyObject *pair = PyTuple_Pack(2, node, grad);
-        int status = pair == NULL ? -1 : PyList_Append(arrived, pair);
-        Py_XDECREF(pair);
-        PyObject *op = status < 0 ? NULL : read_slot(node, OP);
-        if (op == NULL)
-            status = -1;
-        else if (op != Py_None)
-            status = pass_to_all_inputs(grads, node, op, grad, add_grads, takes_constant_gradient);
-        Py_XDECREF(op);
-        Py_DECREF(grad);
-        Py_DECREF(node);
-        if (status < 0)
-            goto fail;
+    pass.arrived = PyList_New(0);
+    if (pass.arrived == NULL)
+        return NULL;
+    if (walk_backward(order, output, out_grad, cast_arriving, visit_course, &pass) < 0) {
+        Py_DECREF(pass.arrived);
+        return NULL;
     }
-    Py_DECREF(grads);
-    return arrived;
-fail:
-    Py_XDECREF(grads);
-    Py_XDECREF(arrived);
-    return NULL;
+    return pass.arrived;
 }
 
 /* Whether the leaf ``node`` is a parameter that requires grad and that no live optimizer
