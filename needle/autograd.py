@@ -472,6 +472,13 @@ class Value:
             self._buffer = _hold(data) if data.__class__ is NDArray else _hold_all(data)
         _release(previous)
 
+    def _hold_buffer(self, token):
+        """Count the buffer of ``token`` (from ``live_buffers.hold``, now this value's) as this
+        value's, letting go of the one it held: for an array whose ``raw`` was replaced in
+        place, as :mod:`needle.weight_handover` does."""
+        previous, self._buffer = self._buffer, token
+        _release(previous)
+
     def _replace_data(self, data):
         """Give this value a new array: graphs that used the old one can no longer be differentiated."""
         self._set_cached_data(data)

@@ -136,18 +136,20 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
         arrived = _course_pass(order, output_tensor, seed)
     leaf_grad_op = GradientGraph(GradientGraphs(output_tensor, out_grad, leaves, keep_graph))
     assigned = []  # (node, .grad): written once the whole pass has succeeded
+    append = assigned.append
     # NOTE: the output's gradient is the seed; a constant seed is its .grad as it is, as in the course
     seed_tensor = out_grad if out_grad.op is None and not out_grad.requires_grad else None
     for node, grad in arrived:
-        if node.op is not None:
-            if grad is seed and node is output_tensor and seed_tensor is not None:
-                assigned.append((node, seed_tensor))
-            else:
-                assigned.append((node, _detached(grad)))
-        elif node.requires_grad:
-            assigned.append((node, gradient_tensor(leaf_grad_op, node, grad)))
+        if node.op is None:
+            if node.requires_grad:
+                grad = gradient_tensor(leaf_grad_op, node, grad)
+            elif grad.__class__ is not DeferredGradient:
+                grad = _detached(grad)
+        elif grad is seed and node is output_tensor and seed_tensor is not None:
+            grad = seed_tensor
         else:
-            assigned.append((node, grad if grad.__class__ is DeferredGradient else _detached(grad)))
+            grad = _detached(grad)
+        append((node, grad))
     for node, grad in assigned:
         node.grad = grad
     return order

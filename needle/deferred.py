@@ -152,11 +152,12 @@ def any_pending() -> bool:
     return bool(_PENDING)
 
 
-def readers_of(targets) -> dict:
-    """``{id(raw): [(gradient, position)]}``: the pending gradients whose recipe reads one of the
-    arrays whose ids are ``targets`` (a set or dict): that array itself, at ``position``, or a
-    view of it, at position None."""
-    readers = {}
+def sole_readers(targets) -> dict:
+    """``{id(raw): (gradient, position)}`` for each array whose id is in ``targets`` (a set or
+    dict) that exactly one pending gradient reads, and reads as itself, at ``position`` of its
+    recipe: what :mod:`needle.weight_handover` can hand over. An array read twice, or through a
+    view, is left out."""
+    sole, shared = {}, None
     for ref in list(_PENDING.values()):  # NOTE: a copy: a gradient freed meanwhile leaves _PENDING
         value = ref()
         recipe = None if value is None else value._recipe
@@ -165,12 +166,23 @@ def readers_of(targets) -> dict:
         position = 0
         for array in recipe[1]:
             raw = array.raw
-            if id(raw) in targets:
-                readers.setdefault(id(raw), []).append((value, position))
-            elif raw.base is not None and id(raw.base) in targets:
-                readers.setdefault(id(raw.base), []).append((value, None))
+            key = id(raw)
+            if key not in targets:
+                base = raw.base
+                key = None if base is None else id(base)  # a view of the array: it is not read as itself
+                if key not in targets:
+                    position += 1
+                    continue
+                shared = (shared or set()) | {key}
+            elif key in sole:
+                shared = (shared or set()) | {key}
+            else:
+                sole[key] = (value, position)
             position += 1
-    return readers
+    if shared:
+        for key in shared:
+            sole.pop(key, None)
+    return sole
 
 
 def recipe_array(gradient, position):

@@ -57,7 +57,9 @@ class GradientGraphs:
         self._output = output if keep_graph else None
         self._output_ref = weakref.ref(output)
         self.out_grad = out_grad  # a Tensor: the seed, a graph itself when it requires grad
-        self._leaf_refs = {id(leaf): weakref.ref(leaf) for leaf in leaves}
+        leaf_refs = self._leaf_refs = {}
+        for leaf in leaves:  # NOTE: a loop: a comprehension is a call of its own
+            leaf_refs[id(leaf)] = weakref.ref(leaf)
         self._by_leaf = self._node_of_leaf = None
         self._recipe = None
         self._retired = False
@@ -66,7 +68,8 @@ class GradientGraphs:
 
     def __del__(self):
         try:
-            self._unregister()
+            if not self._retired:  # a retired one has unregistered already
+                self._unregister()
         except (AttributeError, TypeError):
             pass  # never initialised, or interpreter shutdown
 

@@ -25,13 +25,18 @@ def copy_of(array: NDArray) -> NDArray:
     return spare
 
 
-def take_like(array: NDArray) -> NDArray:
-    """A buffer of ``array``'s shape, dtype and device that owns its memory, its values undefined:
-    the spare of its kind when one waits (for :mod:`needle.weight_handover`)."""
-    spare = _take_spare(array)
+def take_held_like(array: NDArray):
+    """``(raw, token)``: a buffer of ``array``'s shape, dtype and device that owns its memory, its
+    values undefined (the spare of its kind when one waits), and the live-buffer token that
+    counts it, now the caller's (for :mod:`needle.weight_handover`: the parameter takes both,
+    so a waiting spare's bytes stay counted, with no release and hold in between)."""
+    raw = array.raw
+    spare = _SPARES.pop((raw.shape, raw.dtype, array.device.name), None)
     if spare is None:
-        return NDArray.wrap(array.device.xp.empty_like(array.raw), array.device)
-    return spare
+        fresh = NDArray.wrap(array.device.xp.empty_like(raw), array.device)
+        return fresh.raw, live_buffers.hold(fresh)
+    buffer, token = spare
+    return buffer.raw, token
 
 
 def _take_spare(array):

@@ -314,7 +314,9 @@ class Tensor(Value):
             )
         if out_grad is None:
             # NOTE: all ones whatever the shape, as the course's backward seeds (PyTorch raises).
-            out_grad_data = NDArray.wrap(data.device.xp.ones(data.shape, dtype=data.dtype), data.device)
+            ones = data.device.xp.empty(data.shape, dtype=data.dtype)
+            ones.fill(1)  # NOTE: numpy's ones() is Python around these two calls
+            out_grad_data = NDArray.wrap(ones, data.device)
         else:
             out_grad_data = out_grad.realize_cached_data() if isinstance(out_grad, Value) else NDArray(
                 out_grad, device=data.device, dtype=data.dtype

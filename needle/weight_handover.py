@@ -62,14 +62,15 @@ def hand_over(found) -> dict:
     """
     if not deferred.any_pending():
         return {}
-    index_of = {id(entry[1]): index for index, entry in enumerate(found)}
+    index_of = {}
+    for index, entry in enumerate(found):  # NOTE: a loop: a comprehension is a call of its own
+        index_of[id(entry[1])] = index
     sources = {}
-    for raw_id, readers in deferred.readers_of(index_of).items():
+    for raw_id, (reader, position) in deferred.sole_readers(index_of).items():
         index = index_of[raw_id]
         param, weight, gradient, kernels = found[index]
-        if len(readers) != 1 or not kernels.updates_out_of_place:
-            continue  # several gradients read it (they each get a copy), or the update is in place
-        reader, position = readers[0]
+        if not kernels.updates_out_of_place:
+            continue  # the update is written in place: the gradient gets a copy
         old = _swap_buffer(param, reader, position)
         if old is not None:
             new = param.cached_data.raw
@@ -100,8 +101,8 @@ def _swap_buffer(param, reader, position):
         return None
     if _references(old) - _OWN_REFERENCES != _OTHER_HOLDERS_OF_RAW:
         return None
-    array.raw = spare_copies.take_like(array).raw
-    param._set_cached_data(array)  # the parameter now holds the new buffer's bytes, not the old one's
+    array.raw, token = spare_copies.take_held_like(array)
+    param._hold_buffer(token)  # the parameter now holds the new buffer's bytes, not the old one's
     deferred.give_old_array(reader, position, NDArray.wrap(old, array.device))
     return old
 

@@ -152,3 +152,22 @@ def test_each_step_copies_the_weight_into_the_spare_the_last_step_gave_back(devi
     spare_copies.clear()
     assert before - ndl.autograd.snapshot().live_bytes == w.realize_cached_data().raw.nbytes, "the waiting spare is counted"
 
+
+
+def test_sole_readers_names_an_array_read_once_as_itself():
+    from needle.backend_ndarray import NDArray
+
+    weight, other = NDArray(np.ones((3, 2), "float32")), NDArray(np.ones((4, 3), "float32"))
+    view = NDArray.wrap(weight.raw[:, :1], weight.device)
+    targets = {id(weight.raw): 0, id(other.raw): 1}
+    once = deferred.DeferredGradient.of(lambda a, b: a @ b, (other, weight), (4, 2), "float32")
+    assert deferred.sole_readers(targets) == {id(weight.raw): (once, 1), id(other.raw): (once, 0)}
+    twice = deferred.DeferredGradient.of(lambda a: a, (weight,), (3, 2), "float32")
+    assert deferred.sole_readers(targets) == {id(other.raw): (once, 0)}, "read by two gradients"
+    del twice
+    through_view = deferred.DeferredGradient.of(lambda a: a, (view,), (3, 1), "float32")
+    assert deferred.sole_readers(targets) == {id(other.raw): (once, 0)}, "read through a view too"
+    del through_view
+    assert deferred.sole_readers(targets) == {id(weight.raw): (once, 1), id(other.raw): (once, 0)}
+    once.numpy()  # computed: it reads nothing any more
+    assert deferred.sole_readers(targets) == {}
