@@ -18,6 +18,11 @@
  *   ``constant_input_gradients``), returned as ``[(node, grad)]`` in the order they arrive; the
  *   caller makes the ``.grad`` Tensors.
  *
+ * - leaves_requiring_grad(order) and assign_course_grads(arrived, ...) are the loops of
+ *   ``compute_gradient_of_variables`` before and after course_pass: the leaves its gradient
+ *   graphs depend on, and each node's ``.grad`` made from its arriving gradient (by the given
+ *   Python callables) and written once all are made.
+ *
  * - count_spent(nodes, updaters) is the loop of ``autograd._count_backward_call``: it marks the
  *   traversed graph nodes spent and counts frozen parameters.
  *
@@ -634,6 +639,99 @@ static PyObject *course_pass(PyObject *module, PyObject *args)
     return pass.arrived;
 }
 
+/* The leaves of ``order`` that require grad, in order (backward.py's loop before the course pass). */
+static PyObject *leaves_requiring_grad(PyObject *module, PyObject *args)
+{
+    PyObject *order;
+    if (!PyArg_ParseTuple(args, "O!:leaves_requiring_grad", &PyList_Type, &order))
+        return NULL;
+    PyObject *leaves = PyList_New(0);
+    if (leaves == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(order); i++) {
+        PyObject *node = PyList_GET_ITEM(order, i);
+        Py_INCREF(node);
+        PyObject *op = read_slot(node, OP);
+        int status = op == NULL ? -1 : 0;
+        if (op == Py_None) {
+            status = attribute_is_true(node, REQUIRES_GRAD);
+            if (status > 0)
+                status = PyList_Append(leaves, node);
+        }
+        Py_XDECREF(op);
+        Py_DECREF(node);
+        if (status < 0) {
+            Py_DECREF(leaves);
+            return NULL;
+        }
+    }
+    return leaves;
+}
+
+/* The ``.grad`` the course's backward() gives ``node`` for its arriving gradient ``grad`` (a new
+ * reference, NULL on error): see assign_course_grads. */
+static PyObject *course_grad(PyObject *node, PyObject *grad, PyObject *output, PyObject *seed, PyObject *seed_tensor,
+                             PyObject *leaf_grad_op, PyObject *gradient_tensor, PyObject *detached,
+                             PyObject *deferred_type)
+{
+    PyObject *op = read_slot(node, OP);
+    if (op == NULL)
+        return NULL;
+    int leaf = op == Py_None;
+    Py_DECREF(op);
+    if (leaf) {
+        int wanted = attribute_is_true(node, REQUIRES_GRAD);
+        if (wanted < 0)
+            return NULL;
+        if (wanted)
+            return PyObject_CallFunctionObjArgs(gradient_tensor, leaf_grad_op, node, grad, NULL);
+        if ((PyObject *)Py_TYPE(grad) == deferred_type)
+            return Py_NewRef(grad);
+    } else if (grad == seed && node == output && seed_tensor != Py_None) {
+        return Py_NewRef(seed_tensor);
+    }
+    return PyObject_CallOneArg(detached, grad);
+}
+
+static PyObject *assign_course_grads(PyObject *module, PyObject *args)
+{
+    PyObject *arrived, *output, *seed, *seed_tensor, *leaf_grad_op, *gradient_tensor, *detached, *deferred_type;
+    if (!PyArg_ParseTuple(args, "O!OOOOOOO:assign_course_grads", &PyList_Type, &arrived, &output, &seed, &seed_tensor,
+                          &leaf_grad_op, &gradient_tensor, &detached, &deferred_type))
+        return NULL;
+    PyObject *nodes = PyList_New(0), *grads = PyList_New(0);
+    if (nodes == NULL || grads == NULL)
+        goto fail;
+    /* every .grad made first: none is written unless all were made */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(arrived); i++) {
+        PyObject *pair = PyList_GET_ITEM(arrived, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "assign_course_grads: arrived must hold (node, gradient) pairs");
+            goto fail;
+        }
+        Py_INCREF(pair); /* held across the calls to Python below */
+        PyObject *node = PyTuple_GET_ITEM(pair, 0);
+        PyObject *value = course_grad(node, PyTuple_GET_ITEM(pair, 1), output, seed, seed_tensor, leaf_grad_op,
+                                      gradient_tensor, detached, deferred_type);
+        int status = value == NULL || PyList_Append(nodes, node) < 0 || PyList_Append(grads, value) < 0 ? -1 : 0;
+        Py_XDECREF(value);
+        Py_DECREF(pair);
+        if (status < 0)
+            goto fail;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        if (PyObject_SetAttr(PyList_GET_ITEM(nodes, i), s_grad, PyList_GET_ITEM(grads, i)) < 0)
+            goto fail;
+    }
+    Py_DECREF(nodes);
+    Py_DECREF(grads);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(nodes);
+    Py_XDECREF(grads);
+    return NULL;
+}
+
 /* Whether the leaf ``node`` is a parameter that requires grad and that no live optimizer
  * updates (its id is not in ``updaters``): 1, 0, or -1 on error. */
 static int is_frozen_parameter(PyObject *node, PyObject *updaters)
@@ -708,6 +806,14 @@ static PyMethodDef methods[] = {
      "The loop of backward.py's compute_gradient_of_variables over a plain graph: the gradient\n"
      "arriving at each node, in the order they arrive; constants get theirs through their op's\n"
      "constant_input_gradients. Assigns no .grad."},
+    {"leaves_requiring_grad", leaves_requiring_grad, METH_VARARGS,
+     "leaves_requiring_grad(order) -> [node]\n\n"
+     "The leaves of order that require grad, in order."},
+    {"assign_course_grads", assign_course_grads, METH_VARARGS,
+     "assign_course_grads(arrived, output, seed, seed_tensor, leaf_grad_op, gradient_tensor, detached,\n"
+     "                    DeferredGradient) -> None\n\n"
+     "backward.py's _assign_arrived: each node of course_pass's (node, gradient) pairs gets its .grad,\n"
+     "written once all are made."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -116,12 +116,10 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     autograd, DeferredGradient, GradientGraphs, GradientGraph, gradient_tensor = _LATE.names or _LATE.load()
 
     order, plain = _walk_order(output_tensor, prune_constants=False)
-    leaves = []
-    arrays_only = True
-    for node in order:
-        if node.op is None and node.requires_grad:
-            leaves.append(node)
-            arrays_only = arrays_only and node.cached_data.__class__ is NDArray
+    if plain:  # every node holds one NDArray (checked by the C walk)
+        leaves, arrays_only = backward_walk.leaves_requiring_grad(order), True
+    else:
+        leaves, arrays_only = _leaves_requiring_grad(order)
     if autograd.LAZY_MODE or not arrays_only:
         # NOTE: lazy mode's nodes have no arrays yet, and a TensorTuple leaf's gradient is a
         # tuple: both get the gradient graphs themselves, built now.
@@ -135,24 +133,45 @@ def compute_gradient_of_variables(output_tensor, out_grad, keep_graph=False):
     else:
         arrived = _course_pass(order, output_tensor, seed)
     leaf_grad_op = GradientGraph(GradientGraphs(output_tensor, out_grad, leaves, keep_graph))
-    assigned = []  # (node, .grad): written once the whole pass has succeeded
-    append = assigned.append
     # NOTE: the output's gradient is the seed; a constant seed is its .grad as it is, as in the course
     seed_tensor = out_grad if out_grad.op is None and not out_grad.requires_grad else None
+    assign = backward_walk.assign_course_grads if plain else _assign_arrived
+    assign(arrived, output_tensor, seed, seed_tensor, leaf_grad_op, gradient_tensor, _detached, DeferredGradient)
+    return order
+
+
+def _leaves_requiring_grad(order):
+    """``(leaves, arrays_only)``: the leaves of ``order`` that require grad, and whether each holds one NDArray."""
+    leaves = []
+    arrays_only = True
+    for node in order:
+        if node.op is None and node.requires_grad:
+            leaves.append(node)
+            arrays_only = arrays_only and node.cached_data.__class__ is NDArray
+    return leaves, arrays_only
+
+
+def _assign_arrived(arrived, output, seed, seed_tensor, leaf_grad_op, gradient_tensor, detached, deferred_class):
+    """Give each node of ``arrived`` (the course pass's ``[(node, gradient array)]``) its ``.grad``,
+    written once all are made: a leaf that requires grad a node of ``leaf_grad_op`` (made by
+    ``gradient_tensor``), a constant's deferred gradient itself, the output its constant seed
+    ``seed_tensor`` (when there is one), every other node its gradient detached. What
+    ``backward_walk.assign_course_grads`` does in C."""
+    assigned = []  # (node, .grad): written once every one is made
+    append = assigned.append
     for node, grad in arrived:
         if node.op is None:
             if node.requires_grad:
                 grad = gradient_tensor(leaf_grad_op, node, grad)
-            elif grad.__class__ is not DeferredGradient:
-                grad = _detached(grad)
-        elif grad is seed and node is output_tensor and seed_tensor is not None:
+            elif grad.__class__ is not deferred_class:
+                grad = detached(grad)
+        elif grad is seed and node is output and seed_tensor is not None:
             grad = seed_tensor
         else:
-            grad = _detached(grad)
+            grad = detached(grad)
         append((node, grad))
     for node, grad in assigned:
         node.grad = grad
-    return order
 
 
 def _course_pass(order, output_tensor, out_grad):

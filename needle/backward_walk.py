@@ -40,6 +40,13 @@ course_pass = _backward_walk.course_pass if ENABLED else None
 """``course_pass(order, output, out_grad, add_grads, cast_arriving, takes_constant_gradient)``:
 the course ``backward()``'s loop, returning ``[(node, gradient)]``; or None."""
 
+leaves_requiring_grad = _backward_walk.leaves_requiring_grad if ENABLED else None
+"""``leaves_requiring_grad(order) -> [node]``: the leaves of ``order`` that require grad; or None."""
+
+assign_course_grads = _backward_walk.assign_course_grads if ENABLED else None
+"""``assign_course_grads(arrived, output, seed, seed_tensor, leaf_grad_op, gradient_tensor, detached,
+DeferredGradient)``: :func:`needle.backward._assign_arrived` in C; or None."""
+
 count_spent = _backward_walk.count_spent if ENABLED else None
 """``count_spent(nodes, updaters) -> (marked, frozen)``: autograd's ``_count_backward_call`` loop; or None."""
 

@@ -258,6 +258,38 @@ def test_a_failing_course_pass_raises_and_writes_no_grad():
 
 
 @built
+@pytest.mark.parametrize("seed", range(10))
+def test_the_leaves_of_the_course_pass_are_the_python_loops(seed):
+    loss, _ = random_graph(seed)
+    order = backward_walk.checked_order(loss, False)[0]
+    leaves = backward_walk.leaves_requiring_grad(order)
+    assert leaves == backward._leaves_requiring_grad(order)[0] and leaves
+
+
+@pytest.mark.parametrize("walk", ["c", "python"])
+def test_a_gradient_that_cannot_be_made_writes_no_grad(walk, monkeypatch, python_walk):
+    made = []
+
+    def failing_on_the_second(grad):
+        if made:
+            raise MemoryError("no room for the second gradient")
+        made.append(grad)
+        return original(grad)
+
+    original = backward._detached
+    monkeypatch.setattr(backward, "_detached", failing_on_the_second)
+    x = ndl.Tensor([1.0, 2.0])
+    constant = ndl.Tensor([3.0, 4.0], requires_grad=False)
+    middle = x * 2.0
+    loss = ops.summation(middle * middle + constant)
+    run = (lambda f: f()) if walk == "c" else python_walk
+    with pytest.raises(MemoryError, match="second gradient"):
+        run(loss.backward)
+    assert made, "the first inner gradient was made"
+    assert x.grad is None and middle.grad is None and constant.grad is None and loss.grad is None
+
+
+@built
 def test_a_constant_takes_its_ops_constant_input_gradients_once_per_node(monkeypatch):
     calls = []
     original = ops.EWiseMul.constant_input_gradients
