@@ -157,7 +157,7 @@ def sole_readers(targets) -> dict:
     dict) that exactly one pending gradient reads, and reads as itself, at ``position`` of its
     recipe: what :mod:`needle.weight_handover` can hand over. An array read twice, or through a
     view, is left out."""
-    sole, shared = {}, None
+    sole, shared = {}, set()
     for ref in list(_PENDING.values()):  # NOTE: a copy: a gradient freed meanwhile leaves _PENDING
         value = ref()
         recipe = None if value is None else value._recipe
@@ -167,27 +167,22 @@ def sole_readers(targets) -> dict:
         for array in recipe[1]:
             raw = array.raw
             key = id(raw)
-            if key not in targets:
-                base = raw.base
-                key = None if base is None else id(base)  # a view of the array: it is not read as itself
-                if key not in targets:
-                    position += 1
-                    continue
-                shared = (shared or set()) | {key}
-            elif key in sole:
-                shared = (shared or set()) | {key}
-            else:
-                sole[key] = (value, position)
+            if key in targets:
+                if key in sole:
+                    shared.add(key)  # read a second time
+                else:
+                    sole[key] = (value, position)
+            elif raw.base is not None and id(raw.base) in targets:
+                shared.add(id(raw.base))  # read through a view
             position += 1
-    if shared:
-        for key in shared:
-            sole.pop(key, None)
+    for key in shared:
+        sole.pop(key, None)
     return sole
 
 
 def recipe_array(gradient, position):
-    """The array at ``position`` of a pending gradient's recipe (None for no position)."""
-    return None if position is None else gradient._recipe[1][position]
+    """The array at ``position`` of a pending gradient's recipe."""
+    return gradient._recipe[1][position]
 
 
 def give_old_array(gradient, position, old) -> None:

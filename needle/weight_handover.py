@@ -92,7 +92,7 @@ def _swap_buffer(param, reader, position):
     or None (nothing changed) when someone else could see the swap."""
     array = param.cached_data
     if deferred.recipe_array(reader, position) is not array:
-        return None  # it reads a view of the weight, or another array of that buffer
+        return None  # it reads another NDArray of that buffer
     if _references(array) - _OWN_REFERENCES != _OTHER_HOLDERS_OF_ARRAY:
         return None
     old = array.raw
