@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(BENCHMARK_DIR))
 sys.path.insert(0, BENCHMARK_DIR)
 
 import needle  # noqa: E402
-from mnist_mlp import IMPLEMENTATIONS, PRESETS, ROW_ORDER, WARMUP_STEPS, machine_description  # noqa: E402
+from mnist_mlp import IMPLEMENTATIONS, PRESETS, ROW_ORDER, machine_description, warmed_up_runners  # noqa: E402
 from reference_torch import torch_available  # noqa: E402
 from timing import Stopwatch, median  # noqa: E402
 from workload import Workload, load_mnist  # noqa: E402
@@ -72,12 +72,7 @@ def run_config(workload, keys, repeats, seed):
     """``(times, names, subnormals)``: ``{key: {mode: [seconds per epoch]}}``, ``{key: row name}``, and
     the floor's count of subnormal velocities (of how many) after each IEEE epoch."""
     initial = workload.initial_weights()
-    runners = []
-    for key in keys:
-        runner = IMPLEMENTATIONS[key](workload)
-        runner.reset(tuple(w.copy() for w in initial))
-        runner.train_steps(WARMUP_STEPS)
-        runners.append(runner)
+    runners = warmed_up_runners(workload, keys)
     times = {runner.key: {mode: [] for mode in MODES} for runner in runners}
     subnormals = []
     for repeat in range(repeats):

@@ -149,6 +149,19 @@ def selected_implementations(args):
     return chosen, skipped
 
 
+def warmed_up_runners(workload, keys):
+    """The implementations ``keys`` on ``workload``, each from the workload's initial weights
+    (a copy each) and after ``WARMUP_STEPS`` training steps."""
+    initial = workload.initial_weights()
+    runners = []
+    for key in keys:
+        runner = IMPLEMENTATIONS[key](workload)
+        runner.reset(tuple(w.copy() for w in initial))
+        runner.train_steps(WARMUP_STEPS)
+        runners.append(runner)
+    return runners
+
+
 def run_config(workload, classes, repeats):
     """{key: record} for one configuration, each record holding per-repeat timings, accuracy, memory."""
     initial = workload.initial_weights()

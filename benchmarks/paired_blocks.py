@@ -25,7 +25,7 @@ sys.path.insert(0, BENCHMARK_DIR)
 
 import numpy as np  # noqa: E402
 
-from mnist_mlp import IMPLEMENTATIONS, WARMUP_STEPS  # noqa: E402
+from mnist_mlp import IMPLEMENTATIONS, warmed_up_runners  # noqa: E402
 from workload import Workload, load_mnist  # noqa: E402
 
 DEFAULT_ROWS = ("numpy", "needle-course", "needle", "needle-compiled")
@@ -55,13 +55,7 @@ def block_seconds(runner, steps):
 def measure(workload, keys, steps, blocks):
     """``{key: (name, seconds a step of each block)}`` for the implementations ``keys`` (the
     floor first) on ``workload``, in ``blocks`` rounds of ``steps``-step blocks."""
-    initial = workload.initial_weights()
-    runners = []
-    for key in keys:
-        runner = IMPLEMENTATIONS[key](workload)
-        runner.reset(tuple(w.copy() for w in initial))
-        runner.train_steps(WARMUP_STEPS)
-        runners.append(runner)
+    runners = warmed_up_runners(workload, keys)
     seconds = {runner.key: (runner.name, []) for runner in runners}
     for round_index in range(blocks):
         for runner in runners if round_index % 2 == 0 else runners[::-1]:

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..backend_ndarray.kernels import AdamScalars
-from .. import weight_handover
 from .optimizer import Optimizer, check_number
 
 if TYPE_CHECKING:
@@ -99,12 +98,7 @@ class Adam(Optimizer):
         )
 
     def step(self) -> None:
-        gradients, sources = self._gradients_and_sources()
-        try:
-            self._update(gradients, sources)
-        except BaseException:
-            weight_handover.restore_old_values(gradients, sources)  # a failed step changes no weight
-            raise
+        self._step_out_of_place_where_safe()
 
     def _update(self, gradients, sources):
         hyper = self._next_step_scalars()

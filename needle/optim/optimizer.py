@@ -77,6 +77,17 @@ class Optimizer:
         keep_values_before_update([weight for _, weight, _, _ in found])
         return found, sources
 
+    def _step_out_of_place_where_safe(self):
+        """SGD's and Adam's ``step``: :meth:`_gradients_and_sources`, then the subclass's
+        ``_update(gradients, sources)``; an update that fails writes the handed-over weights'
+        old values back, so a failed step changes no weight."""
+        gradients, sources = self._gradients_and_sources()
+        try:
+            self._update(gradients, sources)
+        except BaseException:
+            weight_handover.restore_old_values(gradients, sources)
+            raise
+
     def _refuse_mismatched_gradients(self):
         """Raise ValueError naming every parameter whose gradient has another shape (nothing is updated)."""
         problems = []

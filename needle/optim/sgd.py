@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections.abc import Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from .. import weight_handover
 from .optimizer import Optimizer, check_number
 
 if TYPE_CHECKING:
@@ -118,12 +117,7 @@ class SGD(Optimizer):
 
     def step(self) -> None:
         # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
-        gradients, sources = self._gradients_and_sources()
-        try:
-            self._update(gradients, sources)
-        except BaseException:
-            weight_handover.restore_old_values(gradients, sources)  # a failed step changes no weight
-            raise
+        self._step_out_of_place_where_safe()
 
     def _update(self, gradients, sources):
         lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
