@@ -180,6 +180,18 @@ def test_the_first_node_with_a_holder_is_the_one_named():
     assert holder(loose, held) == (log, held, ())
 
 
+def test_a_running_functions_locals_dict_is_no_container():
+    # NOTE: before Python 3.13, reading a frame's f_locals (as a debugger, a profile function or the
+    # adding-line search does) leaves the frame a dict of its locals; gc lists it among the
+    # tensor's referrers (here ahead of the user's dict, made later) but not the frame that holds it.
+    node = graph()
+    sys._getframe().f_locals
+    by_step = {}
+    by_step[0] = node
+    sys._getframe().f_locals
+    assert holder(node) == (by_step, node, (("key", 0),))
+
+
 def test_no_container_is_found_past_the_walks_depth_or_for_a_named_attribute():
     deep = [((((graph(),),),),)]
     assert holder(deep[0][0][0][0][0]) == (None, None, ())

@@ -313,6 +313,27 @@ def _is_namespace(mapping):
     for owner in gc.get_referrers(mapping):
         if isinstance(owner, types.FrameType) or getattr(owner, "__dict__", None) is mapping:
             return True
+    return _is_running_frames_locals(mapping)
+
+
+def _is_running_frames_locals(mapping):
+    """Whether ``mapping`` is the locals dict of a function running on this thread's stack.
+
+    Before Python 3.13 a frame keeps one such dict from the first time anything reads
+    ``frame.f_locals`` (a debugger, a profile function, this diagnosis), refreshed at each read;
+    while the function runs, ``gc`` does not see that its frame holds the dict, so the dict
+    would pass for a user's container of the loop's current tensors. Only frames whose local
+    names include all of the dict's keys are asked (asking refreshes that frame's dict).
+    """
+    if not mapping or not all(isinstance(key, str) for key in mapping):
+        return False
+    keys = mapping.keys()
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if keys <= {*code.co_varnames, *code.co_cellvars, *code.co_freevars} and frame.f_locals is mapping:
+            return True
+        frame = frame.f_back
     return False
 
 
