@@ -47,14 +47,27 @@ SOFTMAX_CROSS_ENTROPY_GRADIENT = (
 SLOTS = 8
 
 
-def multi_tensor(name, scalars, inputs, outputs, update):
+def multi_tensor(name, scalars, inputs, outputs, update, from_table=False):
     """An ElementwiseKernel spec applying ``update`` to the elements of up to SLOTS parameters.
 
     ``update`` is C code for element ``k`` of one slot; ``{name}`` in it stands for that slot's
     array called ``name`` (one of ``inputs``/``outputs``). Arguments: the scalars, the SLOTS
     sizes, then each input and each output array for every slot; call it with ``size=`` the total.
+
+    ``from_table=True`` makes the variant a CUDA graph replays: the scalars are not arguments
+    (a graph would bake them) but are read from the device, from row ``table_row[0]`` of
+    ``table`` (one row of ``len(scalars)`` values per step, in the order of ``scalars``), so the
+    two arguments ``table, table_row`` replace the scalars. The arithmetic is the same code.
     """
-    in_params = [f"T {scalar}" for scalar in scalars] + [f"int64 size{j}" for j in range(SLOTS)]
+    if from_table:
+        in_params = ["raw T table", "raw int64 table_row"]
+        width = len(scalars)
+        reads = [f"const T {scalar} = table[base + {n}];" for n, scalar in enumerate(scalars)]
+        prologue = f"const long long base = table_row[0] * {width};\n" + "\n".join(reads) + "\n"
+    else:
+        in_params = [f"T {scalar}" for scalar in scalars]
+        prologue = ""
+    in_params += [f"int64 size{j}" for j in range(SLOTS)]
     in_params += [f"raw T {array}{j}" for array in inputs for j in range(SLOTS)]
     out_params = [f"raw T {array}{j}" for array in outputs for j in range(SLOTS)]
     branches = []
@@ -62,28 +75,43 @@ def multi_tensor(name, scalars, inputs, outputs, update):
         test = "k < size0" if j == 0 else f"(k -= size{j - 1}) < size{j}"
         body = update.format(**{array: f"{array}{j}" for array in inputs + outputs})
         branches.append(f"if ({test}) {{ {body} }}")
-    operation = "long long k = i;\n" + "\nelse ".join(branches)
+    operation = prologue + "long long k = i;\n" + "\nelse ".join(branches)
     return ", ".join(in_params), ", ".join(out_params), operation, name
 
 
-SGD_STEPS = multi_tensor(
-    "needle_sgd_steps", ("lr", "weight_decay"), ("gradient",), ("weight",),
-    "{weight}[k] -= lr * ({gradient}[k] + weight_decay * {weight}[k]);",
-)
-MOMENTUM_STEPS = multi_tensor(
-    "needle_momentum_steps", ("momentum", "step", "weight_decay"), ("gradient",), ("velocity", "weight"),
+# The scalars of each update, in the order its kernels take them (and a table row holds them).
+SGD_SCALARS = ("lr", "weight_decay")
+MOMENTUM_SCALARS = ("momentum", "step", "weight_decay")
+ADAM_SCALARS = ("beta1", "beta2", "eps", "weight_decay", "step_size", "inverse_sqrt_c2")
+_SGD_UPDATE = "{weight}[k] -= lr * ({gradient}[k] + weight_decay * {weight}[k]);"
+_MOMENTUM_UPDATE = (
     "T v = momentum * {velocity}[k] + {gradient}[k] + weight_decay * {weight}[k]; "
-    "{velocity}[k] = v; {weight}[k] -= step * v;",
+    "{velocity}[k] = v; {weight}[k] -= step * v;"
 )
-ADAM_STEPS = multi_tensor(
-    "needle_adam_steps",
-    ("beta1", "beta2", "eps", "weight_decay", "step_size", "inverse_sqrt_c2"),
-    ("gradient",),
-    ("first", "second", "weight"),
+_ADAM_UPDATE = (
     "T g = {gradient}[k] + weight_decay * {weight}[k]; "
     "T m = beta1 * {first}[k] + (1 - beta1) * g; T s = beta2 * {second}[k] + (1 - beta2) * (g * g); "
-    "{first}[k] = m; {second}[k] = s; {weight}[k] -= step_size * m / (sqrt(s) * inverse_sqrt_c2 + eps);",
+    "{first}[k] = m; {second}[k] = s; {weight}[k] -= step_size * m / (sqrt(s) * inverse_sqrt_c2 + eps);"
 )
+SGD_STEPS = multi_tensor("needle_sgd_steps", SGD_SCALARS, ("gradient",), ("weight",), _SGD_UPDATE)
+MOMENTUM_STEPS = multi_tensor(
+    "needle_momentum_steps", MOMENTUM_SCALARS, ("gradient",), ("velocity", "weight"), _MOMENTUM_UPDATE
+)
+ADAM_STEPS = multi_tensor("needle_adam_steps", ADAM_SCALARS, ("gradient",), ("first", "second", "weight"), _ADAM_UPDATE)
+SGD_STEPS_FROM_TABLE = multi_tensor(
+    "needle_sgd_steps_from_table", SGD_SCALARS, ("gradient",), ("weight",), _SGD_UPDATE, from_table=True
+)
+MOMENTUM_STEPS_FROM_TABLE = multi_tensor(
+    "needle_momentum_steps_from_table", MOMENTUM_SCALARS, ("gradient",), ("velocity", "weight"), _MOMENTUM_UPDATE,
+    from_table=True,
+)
+ADAM_STEPS_FROM_TABLE = multi_tensor(
+    "needle_adam_steps_from_table", ADAM_SCALARS, ("gradient",), ("first", "second", "weight"), _ADAM_UPDATE,
+    from_table=True,
+)
+# NOTE: a kernel of its own, after the updates that read the row: a thread of theirs that moved
+# it on would race the others reading it.
+NEXT_TABLE_ROW = ("", "raw int64 table_row", "table_row[0] += 1", "needle_next_table_row")
 KERNELS = {
     "_relu_backward": RELU_BACKWARD,
     "_softmax_cross_entropy_rows": SOFTMAX_CROSS_ENTROPY_ROWS,
@@ -91,4 +119,8 @@ KERNELS = {
     "_sgd_steps": SGD_STEPS,
     "_momentum_steps": MOMENTUM_STEPS,
     "_adam_steps": ADAM_STEPS,
+    "_sgd_steps_from_table": SGD_STEPS_FROM_TABLE,
+    "_momentum_steps_from_table": MOMENTUM_STEPS_FROM_TABLE,
+    "_adam_steps_from_table": ADAM_STEPS_FROM_TABLE,
+    "_next_table_row": NEXT_TABLE_ROW,
 }

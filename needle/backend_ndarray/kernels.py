@@ -257,3 +257,7 @@ class AdamScalars:
         self.weight_decay = weight_decay
         self.step_size = step_size
         self.inverse_sqrt_c2 = inverse_sqrt_c2
+
+    def as_tuple(self):
+        """The scalars in the order the CUDA kernels take them (``cuda_kernels.ADAM_SCALARS``)."""
+        return (self.beta1, self.beta2, self.eps, self.weight_decay, self.step_size, self.inverse_sqrt_c2)

@@ -36,25 +36,44 @@ class CupyKernels(ArrayRoutines):
     # a weight; ``sources``, if given, are copied into the weights first, as ArrayRoutines does.
     def sgd_steps(self, updates, lr, weight_decay, scratch, sources=None):
         _copy_sources(updates, sources)
-        rest = self._in_slots(self._sgd_steps, updates, (lr, weight_decay))
+        rest = self._in_slots(self._sgd_steps, updates, _typed(lr, weight_decay))
         super().sgd_steps(rest, lr, weight_decay, scratch)
 
     def momentum_steps(self, updates, momentum, step, weight_decay, scratch, sources=None):
         _copy_sources(updates, sources)
-        rest = self._in_slots(self._momentum_steps, updates, (momentum, step, weight_decay))
+        rest = self._in_slots(self._momentum_steps, updates, _typed(momentum, step, weight_decay))
         super().momentum_steps(rest, momentum, step, weight_decay, scratch)
 
     def adam_steps(self, updates, hyper, scratch, sources=None):
         _copy_sources(updates, sources)
-        scalars = (hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay, hyper.step_size, hyper.inverse_sqrt_c2)
-        rest = self._in_slots(self._adam_steps, updates, scalars)
+        rest = self._in_slots(self._adam_steps, updates, _typed(*hyper.as_tuple()))
         super().adam_steps(rest, hyper, scratch)
 
-    def _in_slots(self, kernel, updates, scalars):
+    # ---- the updates a CUDA graph replays (needle.compiler.graph_update) --------------------
+    def steps_from_table(self, routine, updates, table):
+        """``routine``'s update ("sgd", "momentum" or "adam"; each update as its ``*_steps``
+        method takes it) with the scalars read on the device from ``table.values``, at the row
+        ``table.row[0]`` names (a :class:`~needle.compiler.scalar_table.ScalarTable`).
+
+        Returns False, and runs nothing, unless every array is of the table's float dtype.
+        """
+        dtype = table.values.dtype
+        if not all(_same_float_dtype(*update) and update[0].dtype == dtype for update in updates):
+            return False
+        kernel = getattr(self, f"_{routine}_steps_from_table")
+        self._in_slots(kernel, updates, lambda _: (table.values, table.row))
+        return True
+
+    def next_table_row(self, table):
+        """Move ``table``'s row on by one, on the device (after the updates that read it)."""
+        self._next_table_row(table.row, size=1)
+
+    def _in_slots(self, kernel, updates, leading):
         """Run a multi-tensor ``kernel`` over ``updates``, SLOTS parameters a launch.
 
         Each update is ``(weight, state..., gradient)``, as the ``*_steps`` methods take them;
-        the kernel's arrays are the gradients, then each state, then the weights, slot by slot.
+        the kernel's arrays are the gradients, then each state, then the weights, slot by slot,
+        after the arguments ``leading(dtype)`` gives (the scalars, or a table and its row).
         Returns the updates it cannot take (arrays not all of one float dtype).
         """
         by_dtype, rest = {}, []
@@ -64,7 +83,7 @@ class CupyKernels(ArrayRoutines):
             else:
                 rest.append(update)
         for dtype, group in by_dtype.items():
-            typed_scalars = [dtype.type(value) for value in scalars]
+            first_arguments = leading(dtype)
             for start in range(0, len(group), SLOTS):
                 chunk = group[start : start + SLOTS]
                 sizes = [numpy.int64(update[0].size) for update in chunk]
@@ -76,7 +95,7 @@ class CupyKernels(ArrayRoutines):
                     arrays += self._unused_slots(dtype, position, SLOTS - len(chunk))
                 total = int(sum(sizes))
                 if total:
-                    kernel(*typed_scalars, *sizes, *arrays, size=total)
+                    kernel(*first_arguments, *sizes, *arrays, size=total)
         return rest
 
     def _unused_slots(self, dtype, position, count):
@@ -123,6 +142,11 @@ class CupyKernels(ArrayRoutines):
             totals, label_ids, out_grad, numpy.int32(classes), exp_shifted.dtype.type(1 / batch), exp_shifted
         )
         return exp_shifted
+
+
+def _typed(*scalars):
+    """``leading`` for :meth:`CupyKernels._in_slots`: the scalars, each as the arrays' dtype."""
+    return lambda dtype: [dtype.type(value) for value in scalars]
 
 
 def _same_float_dtype(first, *others):

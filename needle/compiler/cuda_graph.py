@@ -1,12 +1,13 @@
 """CUDA replay: a captured step as CUDA graph launches (CuPy stream capture).
 
 On a GPU the step runs once eagerly under ``stream.begin_capture()``: CuPy's kernels are recorded
-into a graph instead of running, every buffer allocated meanwhile is kept alive for the graph's
-lifetime (:class:`KeptAllocations`), and each optimizer step ends one graph and starts the next
-(:class:`GraphSegments`), so the update runs as a host call that reads ``lr`` and the step
-count at every replay. A replay copies the inputs into the captured input buffers and launches
-the graphs on the caller's current stream: one launch for the forward and backward, one update
-kernel per device.
+into a graph instead of running, and every buffer allocated meanwhile is kept alive for the
+graph's lifetime (:class:`KeptAllocations`). An SGD or Adam step is recorded into the graph too,
+as update kernels that read their scalars on the device (:mod:`needle.compiler.graph_update`):
+before each launch the host reads ``opt.lr`` and the step count as the eager step does and
+puts the scalars where those kernels read them. A replay copies the inputs into the captured
+input buffers and launches one graph on the caller's current stream. Any other optimizer's
+step ends one graph and starts the next (:class:`GraphSegments`) and runs as a host call.
 
 The first call runs the step eagerly (it also makes lazily made state: optimizer moments, CuPy's
 compiled kernels), then captures it. What a CUDA graph cannot hold is found there: a
@@ -127,8 +128,12 @@ class CudaGraphCapture:
 
     replays_a_plan = True
 
-    def __init__(self, segments, allocations, tensor_positions, input_buffers, outputs, last_result, slots):
+    def __init__(
+        self, segments, allocations, tensor_positions, input_buffers, outputs, last_result, slots, updates=()
+    ):
         self.segments = segments
+        self.updates = tuple(updates)  # the GraphUpdates recorded, in the order the step ran them
+        self.ready_checks = tuple(update.ready for update in self.updates)  # the repeat guard calls them too
         self.allocations = allocations  # keeps the graphs' buffers alive
         self.tensor_positions = tensor_positions
         self.input_buffers = input_buffers
@@ -141,8 +146,9 @@ class CudaGraphCapture:
         )
 
     def ready(self):
-        """Whether the model still holds the tensors and arrays the graphs were captured with."""
-        return slots_still_held(self.expected_slots)
+        """Whether the model, and each optimizer updated in the graph, still hold the tensors and
+        arrays the graphs were captured with."""
+        return slots_still_held(self.expected_slots) and all(check() for check in self.ready_checks)
 
     def replay(self, args, kwargs):
         from .capture import _argument, _rebuild
@@ -153,6 +159,8 @@ class CudaGraphCapture:
         # that made the inputs (CuPy's default stream does not wait for a non-blocking one).
         for buffer, position in zip(self.input_buffers, self.tensor_positions):
             buffer[...] = _argument(args, kwargs, position).cached_data.raw
+        for update in self.updates:
+            update.before_launch()
         self.segments.replay()
         return _rebuild(self.outputs)
 
@@ -174,6 +182,7 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     from ..backend_ndarray.device import Device
     from ..tensor import Tensor
     from .capture import _detached, _template
+    from .graph_update import GraphUpdate
 
     tensor_positions, input_buffers = [], []
 
@@ -219,9 +228,14 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
         raise EagerFallback(
             f"ndl.compile: {error}, so calls with this signature run eagerly", _detached(eager_result)
         ) from None
+    updates = []
+
+    def upload(device_array, host_array):  # at a replay: on the stream it launches on
+        device_array.set(host_array, stream=cupy.cuda.get_current_stream())
+
     for opt in state.optimizers:
         step = type(opt).step.__get__(opt)
-        opt.step = lambda step=step: segments.host_call(step)
+        opt.step = lambda opt=opt, step=step: _record_step(GraphUpdate.record, opt, step, segments, updates, upload)
     Device.from_host = refuse_upload
     try:
         # NOTE: CuPy refuses cuBLAS while a stream captures: this thread's products call it directly
@@ -250,8 +264,18 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
             opt.__dict__.pop("step", None)
     outputs = _template(result, set())
     return CudaGraphCapture(
-        segments, allocations, tensor_positions, input_buffers, outputs, _detached(eager_result), state.slots
+        segments, allocations, tensor_positions, input_buffers, outputs, _detached(eager_result), state.slots, updates
     )
+
+
+def _record_step(record, opt, step, segments, updates, upload):
+    """``opt.step()`` while a step is captured: recorded into the graph (``record`` gives its
+    GraphUpdate), or, where it cannot be, a host call that ends the graph and starts the next."""
+    update = record(opt, upload)
+    if update is None:
+        segments.host_call(step)
+    else:
+        updates.append(update)
 
 
 def _fallback_reason(error, cuda_error):

@@ -72,6 +72,9 @@ def repeat_guard(args, state, entry):
         lines.append(f"if t is not {constant(tensor)}: return False")
         if tensor is not None:
             lines.append(f"if t.cached_data is not {constant(data)} or {constant(data)}.raw is not {constant(raw)}: return False")
+    # NOTE: and what else the plan's ready() checks (a CUDA graph's optimizer state, by identity)
+    for check in getattr(entry, "ready_checks", ()):
+        lines.append(f"if not {constant(check)}(): return False")
     lines.append("return True")
     names = ", ".join(constants)
     source = f"def make({names}):\n    def guard(args):\n" + "".join(f"        {line}\n" for line in lines)

@@ -89,12 +89,16 @@ class Adam(Optimizer):
         Read anew at every step, so a changed ``lr`` or beta takes effect (``ndl.compile``'s replay calls it too).
         """
         self.t += 1
+        return self._scalars_at(self.t)
+
+    def _scalars_at(self, t) -> AdamScalars:
+        """The kernels' scalars of step ``t`` with the hyperparameters as they are now (changes nothing)."""
         lr, beta1, beta2 = float(self.lr), float(self.beta1), float(self.beta2)
         eps, weight_decay = float(self.eps), float(self.weight_decay)
         return AdamScalars(
             beta1, beta2, eps, weight_decay,
-            step_size=lr / (1 - beta1**self.t),
-            inverse_sqrt_c2=1 / math.sqrt(1 - beta2**self.t),
+            step_size=lr / (1 - beta1**t),
+            inverse_sqrt_c2=1 / math.sqrt(1 - beta2**t),
         )
 
     def step(self) -> None:

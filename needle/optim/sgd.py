@@ -119,13 +119,19 @@ class SGD(Optimizer):
         # NOTE: Python floats keep float32 arrays float32 (numpy 2 / CuPy treat them as weak scalars).
         self._step_out_of_place_where_safe()
 
-    def _update(self, gradients, sources):
+    def _step_scalars(self):
+        """``(lr, momentum, weight_decay, step)`` of the step about to run, read anew (a changed
+        ``lr`` or ``momentum`` takes effect; the velocities are rescaled to a new momentum);
+        ``ndl.compile``'s CUDA replay calls it too."""
         lr, momentum, weight_decay = float(self.lr), float(self.momentum), float(self.weight_decay)
         velocities = self.u
         if momentum and velocities.momentum != momentum:
             velocities.rescale(momentum)
-        scaled = velocities.scaled
-        step = lr * (1 - momentum)
+        return lr, momentum, weight_decay, lr * (1 - momentum)
+
+    def _update(self, gradients, sources):
+        lr, momentum, weight_decay, step = self._step_scalars()
+        scaled = self.u.scaled
         updates = {}  # kernels of a device -> that device's updates
         for param, weight, gradient, kernels in gradients:
             if momentum == 0:

@@ -90,6 +90,10 @@ ELEMENTWISE = {
     "_sgd_steps": ("lr", "weight_decay", *SIZES),
     "_momentum_steps": ("momentum", "step", "weight_decay", *SIZES),
     "_adam_steps": ("beta1", "beta2", "eps", "weight_decay", "step_size", "inverse_sqrt_c2", *SIZES),
+    "_sgd_steps_from_table": SIZES,
+    "_momentum_steps_from_table": SIZES,
+    "_adam_steps_from_table": SIZES,
+    "_next_table_row": (),
 }
 LABEL_TYPES = [np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.uint8)]
 

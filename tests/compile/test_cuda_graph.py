@@ -277,3 +277,60 @@ def test_a_capture_whose_last_graph_cannot_be_ended_falls_back_with_the_eager_st
         _capture_with_stand_ins(monkeypatch, step_keeping_the_eager_gradients, args, cupy)
     assert all(p.grad is g for p, g in zip(model.parameters(), eager["grads"]))
     assert "step" not in vars(opt)
+
+
+# ---- the optimizer step inside the graph ---------------------------------------------------
+class FakeUpdate:
+    def __init__(self, log, name, ready=True):
+        self.log, self.name, self.is_ready = log, name, ready
+
+    def ready(self):
+        return self.is_ready
+
+    def before_launch(self):
+        self.log.append(("before launch", self.name))
+
+
+def test_a_recorded_step_stays_in_the_graph_and_others_are_host_calls():
+    stream = FakeStream()
+    segments = cuda_graph.GraphSegments(stream)
+    updates = []
+    host_steps = []
+    segments.begin()
+    cuda_graph._record_step(lambda opt, upload: FakeUpdate(stream.log, opt), "sgd", None, segments, updates, None)
+    assert segments.graphs == 0 and [u.name for u in updates] == ["sgd"], "recorded: the capture goes on"
+    cuda_graph._record_step(lambda opt, upload: None, "custom", lambda: host_steps.append(1), segments, updates, None)
+    segments.end()
+    assert segments.graphs == 2 and len(updates) == 1, "not recordable: a host call between two graphs"
+    segments.replay()
+    assert host_steps == [1]
+
+
+def test_a_replay_puts_each_updates_scalars_in_place_before_its_one_launch():
+    stream = FakeStream()
+    segments = cuda_graph.GraphSegments(stream)
+    segments.begin()
+    segments.end()
+    first, second = FakeUpdate(stream.log, "first"), FakeUpdate(stream.log, "second")
+    entry = cuda_graph.CudaGraphCapture(segments, None, [], [], None, None, [], [first, second])
+    assert entry.ready()
+    assert entry.replay((), {}) is None
+    assert stream.log == [("before launch", "first"), ("before launch", "second"), ("launch", "graph1", None)]
+    second.is_ready = False  # its optimizer no longer holds the arrays the graph updates
+    assert not entry.ready()
+
+
+def test_the_repeat_guard_asks_the_plans_own_checks_too():
+    import numpy as np
+
+    import needle as ndl
+    from needle.compiler.repeat_guard import repeat_guard
+    from needle.compiler.state import StepState
+
+    update = FakeUpdate([], "sgd")
+    entry = cuda_graph.CudaGraphCapture(cuda_graph.GraphSegments(FakeStream()), None, [], [], None, None, [], [update])
+    args = (ndl.Tensor(np.ones(2, dtype=np.float32)),)
+    guard = repeat_guard(args, StepState([], []), entry)
+    assert guard(args)
+    update.is_ready = False
+    assert not guard(args)

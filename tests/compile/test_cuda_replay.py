@@ -34,8 +34,9 @@ def _setup(device, optimizer, dropout=False):
     return model, opt, step_function(model, opt)
 
 
-def _train(device, step, opt, steps=STEPS, batch_size=32, lr_change=None):
-    """``steps`` steps in order over the data; the last batch of each pass is partial (22 rows)."""
+def _train(device, step, opt, steps=STEPS, batch_size=32, lr_change=None, before_step=None):
+    """``steps`` steps in order over the data; the last batch of each pass is partial (22 rows).
+    ``before_step(index, opt)``, if given, runs before each step."""
     from needle.backend_ndarray import NDArray
 
     images, labels = _data(device)
@@ -43,6 +44,8 @@ def _train(device, step, opt, steps=STEPS, batch_size=32, lr_change=None):
     for index in range(steps):
         if lr_change is not None and index == lr_change[0]:
             opt.lr = lr_change[1]
+        if before_step is not None:
+            before_step(index, opt)
         if position >= SAMPLES:
             position = 0
         x = ndl.Tensor.make_const(NDArray.wrap(images[position : position + batch_size], device))
@@ -60,22 +63,41 @@ def _state(model, opt):
     return arrays
 
 
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_cuda_replay_equals_eager_over_fifty_steps_with_partial_batches_and_an_lr_change(cuda_device, optimizer):
-    lr_change = (20, 0.03)
-    model, opt, step = _setup(cuda_device, optimizer)
-    eager_losses = _train(cuda_device, step, opt, lr_change=lr_change)
+def _compiled_against_eager(device, optimizer, **train_options):
+    """Train eagerly, then compiled, from the same start; assert the losses and the state are bitwise
+    equal and return the CompiledFunction."""
+    model, opt, step = _setup(device, optimizer)
+    eager_losses = _train(device, step, opt, **train_options)
     eager_state = _state(model, opt)
-    model, opt, step = _setup(cuda_device, optimizer)
+    model, opt, step = _setup(device, optimizer)
     compiled = ndl.compile(step)
-    losses = _train(cuda_device, compiled, opt, lr_change=lr_change)
+    losses = _train(device, compiled, opt, **train_options)
     state = _state(model, opt)
-    assert compiled.captures == 2 and compiled.replays == STEPS - 2  # full batches, and the partial one
     for index, (expected, got) in enumerate(zip(eager_losses, losses)):
         assert expected.tobytes() == got.tobytes(), f"loss of step {index}: {expected} != {got}"
     assert sorted(state) == sorted(eager_state) and any(name.endswith("running_mean") for name in state)
     for name, expected in eager_state.items():
         assert expected.tobytes() == state[name].tobytes(), f"{name}: max difference {np.abs(expected - state[name]).max()}"
+    return compiled
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_cuda_replay_equals_eager_over_fifty_steps_with_partial_batches_and_an_lr_change(cuda_device, optimizer):
+    compiled = _compiled_against_eager(cuda_device, optimizer, lr_change=(20, 0.03))
+    assert compiled.captures == 2 and compiled.replays == STEPS - 2  # full batches, and the partial one
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_cuda_replay_is_one_graph_launch_and_a_loaded_optimizer_state_captures_again(cuda_device, optimizer):
+    def reload(index, opt):
+        if index == 30:
+            opt.load_state_dict(opt.state_dict())  # new state arrays, the same values
+
+    compiled = _compiled_against_eager(cuda_device, optimizer, before_step=reload)
+    for entry in compiled._plans.values():
+        assert len(entry.segments.items) == 1 and len(entry.updates) == 1, "one launch, the update inside it"
+    # the full and the partial batch, each again after the load (their graphs update the old arrays)
+    assert compiled.captures == 4
 
 
 def test_cuda_replay_results_are_copies_and_the_lr_change_takes_effect(cuda_device):
