@@ -35,10 +35,10 @@ def compile(fn=None):
     into Python inside ``fn`` (``float(loss)``, ``loss.numpy()``, ``if loss > 0:``) raises
     :class:`CaptureError` at capture, naming the line: return the tensor and read it after the call.
 
-    On CUDA a replay is one CUDA graph launch, an SGD or Adam update included
-    (:mod:`needle.compiler.cuda_graph`, :mod:`needle.compiler.graph_update`). There the first
-    call runs the step eagerly before capturing it, so a step the graph cannot hold (Dropout's
-    host-drawn mask, a value read to the host, a library call CuPy refuses while capturing) is
+    On CUDA a replay is one CUDA graph launch, an SGD or Adam update included, with Dropout's
+    masks redrawn on the host before it (:mod:`needle.compiler.cuda_graph`). There the first
+    call runs the step eagerly before capturing it, so a step the graph cannot hold (a value
+    read to the host, a library call CuPy refuses while capturing) is
     not an error: the call returns its eager result, :class:`EagerFallbackWarning` says why once,
     and calls with that signature run eagerly.
 

@@ -5,14 +5,17 @@ into a graph instead of running, and every buffer allocated meanwhile is kept al
 graph's lifetime (:class:`KeptAllocations`). An SGD or Adam step is recorded into the graph too,
 as update kernels that read their scalars on the device (:mod:`needle.compiler.graph_update`):
 before each launch the host reads ``opt.lr`` and the step count as the eager step does and
-puts the scalars where those kernels read them. A replay copies the inputs into the captured
-input buffers and launches one graph on the caller's current stream. Any other optimizer's
-step ends one graph and starts the next (:class:`GraphSegments`) and runs as a host call.
+puts the scalars where those kernels read them. An array the step uploads from the host (a
+Dropout mask, drawn with numpy's RNG) gets a device buffer of its own, and before each launch the
+host redraws it and copies it in (:mod:`needle.compiler.host_uploads`). A replay copies the
+inputs into the captured input buffers and launches one graph on the caller's current stream.
+Any other optimizer's step ends one graph and starts the next (:class:`GraphSegments`) and runs
+as a host call.
 
 The first call runs the step eagerly (it also makes lazily made state: optimizer moments, CuPy's
-compiled kernels), then captures it. What a CUDA graph cannot hold is found there: a
-host-to-device upload (Dropout draws its mask on the host), a value read to the host (CuPy
-refuses a synchronising copy during capture), a library call CuPy refuses while capturing. The
+compiled kernels), then captures it. What a CUDA graph cannot hold is found there: a value read
+to the host (CuPy refuses a synchronising copy during capture), a library call CuPy refuses
+while capturing. The
 step has already run correctly, so the call returns its eager result, every slot of the model
 and optimizers is set back to what the eager call left, :class:`EagerFallbackWarning` says why
 once, and calls with that signature run eagerly. (On the CPU, where the capture is the eager
@@ -129,9 +132,11 @@ class CudaGraphCapture:
     replays_a_plan = True
 
     def __init__(
-        self, segments, allocations, tensor_positions, input_buffers, outputs, last_result, slots, updates=()
+        self, segments, allocations, tensor_positions, input_buffers, outputs, last_result, slots, updates=(),
+        host_uploads=None,
     ):
         self.segments = segments
+        self.host_uploads = host_uploads  # the HostUploads redrawn before each launch (Dropout masks), or None
         self.updates = tuple(updates)  # the GraphUpdates recorded, in the order the step ran them
         self.ready_checks = tuple(update.ready for update in self.updates)  # the repeat guard calls them too
         self.allocations = allocations  # keeps the graphs' buffers alive
@@ -159,6 +164,8 @@ class CudaGraphCapture:
         # that made the inputs (CuPy's default stream does not wait for a non-blocking one).
         for buffer, position in zip(self.input_buffers, self.tensor_positions):
             buffer[...] = _argument(args, kwargs, position).cached_data.raw
+        if self.host_uploads is not None:
+            self.host_uploads.before_launch()
         for update in self.updates:
             update.before_launch()
         self.segments.replay()
@@ -177,12 +184,13 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     """Run ``fn`` once under CUDA stream capture; return its :class:`CudaGraphCapture`."""
     import cupy
 
-    from ..backend_ndarray import NDArray, products
+    from ..backend_ndarray import NDArray, cpu, products
     from ..backend_ndarray.captured_gemm import CapturedGemm
     from ..backend_ndarray.device import Device
     from ..tensor import Tensor
     from .capture import _detached, _template
     from .graph_update import GraphUpdate
+    from .host_uploads import HostUploads
 
     tensor_positions, input_buffers = [], []
 
@@ -207,18 +215,19 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     pool = cupy.get_default_memory_pool()
     allocations = KeptAllocations(pool.malloc, cupy.cuda.set_allocator, cupy.cuda.get_allocator)
     original_from_host = Device.from_host
-
     capturing_thread = threading.get_ident()
+    host_cpu = cpu()
 
-    def refuse_upload(device, host_array, dtype="float32"):
-        if device.name != "cpu" and threading.get_ident() == capturing_thread:  # other threads upload as usual
-            raise HostUpload(
-                "ndl.compile: this step uploads an array drawn on the host (a Dropout mask) to the GPU, and a "
-                "CUDA graph would replay the first draw, so calls with this signature run eagerly, with the "
-                "same values. For a replayed step on CUDA, compile the step without Dropout (model.eval() "
-                "selects another plan), or compile it on the CPU, where masks are drawn at every replay"
-            )
-        return original_from_host(device, host_array, dtype)
+    def upload(device_array, host_array):  # at a replay: on the stream it launches on
+        device_array.set(host_array, stream=cupy.cuda.get_current_stream())
+
+    host_uploads = HostUploads(upload)
+
+    def upload_at_each_launch(device, host_array, dtype="float32"):
+        if device.name == "cpu" or threading.get_ident() != capturing_thread:  # other threads upload as usual
+            return original_from_host(device, host_array, dtype)
+        cast = original_from_host(host_cpu, host_array, dtype)  # the eager upload's cast, on the host
+        return host_uploads.buffer_for(cast, device.xp.empty)
 
     after_eager = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots]
     random_state = numpy.random.get_state()  # the capture's draws (a Dropout mask) are not eager's
@@ -229,20 +238,19 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
             f"ndl.compile: {error}, so calls with this signature run eagerly", _detached(eager_result)
         ) from None
     updates = []
-
-    def upload(device_array, host_array):  # at a replay: on the stream it launches on
-        device_array.set(host_array, stream=cupy.cuda.get_current_stream())
-
     for opt in state.optimizers:
         step = type(opt).step.__get__(opt)
         opt.step = lambda opt=opt, step=step: _record_step(GraphUpdate.record, opt, step, segments, updates, upload)
-    Device.from_host = refuse_upload
+    Device.from_host = upload_at_each_launch
     try:
         # NOTE: CuPy refuses cuBLAS while a stream captures: this thread's products call it directly
         with products.capturing(gemm), allocations, stream:
             segments.begin()
             try:
-                result = fn(*device_args, **device_kwargs)
+                with host_uploads:
+                    result = fn(*device_args, **device_kwargs)
+                if host_uploads.guards:
+                    raise NotCapturable("needle checked a value drawn on the host, which a replay would not check again")
                 keep_replaced_tensors(state_before)  # recorded: each replay copies the new values back
                 segments.end()
             except Exception as error:
@@ -264,7 +272,8 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
             opt.__dict__.pop("step", None)
     outputs = _template(result, set())
     return CudaGraphCapture(
-        segments, allocations, tensor_positions, input_buffers, outputs, _detached(eager_result), state.slots, updates
+        segments, allocations, tensor_positions, input_buffers, outputs, _detached(eager_result), state.slots, updates,
+        host_uploads if host_uploads.uploads else None,
     )
 
 
@@ -282,8 +291,6 @@ def _fallback_reason(error, cuda_error):
     """Why a step that ran eagerly could not be captured, and what to do, for the one warning
     (``cuda_error``: CuPy's ``CUDARuntimeError``)."""
     eager = "so calls with this signature run eagerly, with the same values"
-    if isinstance(error, HostUpload):
-        return str(error)
     if isinstance(error, cuda_error) or (isinstance(error, RuntimeError) and "capturing" in str(error)):
         # NOTE: CuPy refuses a device-to-host copy on a capturing stream with a RuntimeError
         return (
@@ -297,10 +304,6 @@ def _fallback_reason(error, cuda_error):
         f"ndl.compile: the step raised {type(error).__name__}: {error} while being captured as a CUDA graph "
         f"(its eager run before had succeeded), {eager}"
     )
-
-
-class HostUpload(Exception):
-    """An upload from the host during capture (see :func:`capture_cuda`)."""
 
 
 def _restore(slots):

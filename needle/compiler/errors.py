@@ -14,7 +14,7 @@ class CaptureError(RuntimeError):
 
 class EagerFallbackWarning(UserWarning):
     """Warned once per signature when ``ndl.compile`` cannot replay a step that ran correctly
-    eagerly (on CUDA: a Dropout mask drawn on the host); calls with that signature run eagerly."""
+    eagerly (on CUDA: a value read to the host inside the step); calls with that signature run eagerly."""
 
 
 class EagerFallback(Exception):

@@ -7,8 +7,8 @@ from test_cuda_graph import NumpyProduct, _batch_norm_step, _stand_in_cupy
 
 
 def test_a_capture_that_falls_back_warns_once_and_runs_that_signature_eagerly(monkeypatch):
-    """What CompiledFunction does with a CUDA capture that cannot be replayed (a Dropout mask
-    uploaded from the host): the eager call's result, one warning, then eager calls."""
+    """What CompiledFunction does with a CUDA capture that cannot be replayed (a value read to
+    the host inside the step): the eager call's result, one warning, then eager calls."""
     import numpy as np
     import pytest
 
@@ -24,13 +24,13 @@ def test_a_capture_that_falls_back_warns_once_and_runs_that_signature_eagerly(mo
 
     def capture_that_falls_back(fn, args, kwargs, state):
         result = fn(*args, **kwargs)  # the eager call a CUDA capture starts with
-        raise EagerFallback("ndl.compile: this step uploads an array drawn on the host (a Dropout mask)", result.detach())
+        raise EagerFallback("ndl.compile: the step waited for the GPU while it was being captured", result.detach())
 
     monkeypatch.setattr(compiled_module, "is_cuda_argument", lambda args, kwargs: True)
     monkeypatch.setattr(compiled_module, "capture_cuda", capture_that_falls_back)
     compiled = ndl.compile(step)
     x = ndl.Tensor(np.array([1.0, 2.0], dtype=np.float32))
-    with pytest.warns(ndl.EagerFallbackWarning, match="Dropout mask"):
+    with pytest.warns(ndl.EagerFallbackWarning, match="waited for the GPU"):
         first = compiled(x)
     assert first.numpy().tolist() == [2.0, 4.0] and first.op is None  # the eager result, without a graph
     import warnings

@@ -120,17 +120,23 @@ def test_cuda_train_and_eval_select_their_own_plans(cuda_device):
     assert compiled.captures == 2
 
 
-def test_cuda_dropout_runs_eagerly_with_one_warning_and_eager_values(cuda_device):
+def test_cuda_dropout_replays_with_fresh_masks_drawn_as_eager_draws_them(cuda_device):
+    import warnings
+
     model, opt, step = _setup(cuda_device, "sgd", dropout=True)
     np.random.seed(5)
-    eager_losses = _train(cuda_device, step, opt, steps=6)
+    eager_losses = _train(cuda_device, step, opt, steps=12)
     eager_state = _state(model, opt)
+    eager_next_draw = np.random.rand()
     model, opt, step = _setup(cuda_device, "sgd", dropout=True)
     compiled = ndl.compile(step)
     np.random.seed(5)
-    with pytest.warns(ndl.EagerFallbackWarning, match="Dropout"):
-        losses = _train(cuda_device, compiled, opt, steps=6)
-    assert compiled.captures == 2 and compiled.replays == 0  # the full batches, and the partial fifth
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ndl.EagerFallbackWarning)
+        losses = _train(cuda_device, compiled, opt, steps=12)
+    assert np.random.rand() == eager_next_draw, "as many draws as eager: the capture's own are not counted"
+    assert compiled.captures == 2 and compiled.replays == 10  # the full batches, and the partial fifth
+    assert all(entry.host_uploads is not None for entry in compiled._plans.values())
     assert [loss.tobytes() for loss in losses] == [loss.tobytes() for loss in eager_losses]
     state = _state(model, opt)
     for name, expected in eager_state.items():

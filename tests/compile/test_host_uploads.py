@@ -1,0 +1,44 @@
+"""Arrays a CUDA step uploads from the host, redrawn before each launch (needle.compiler.host_uploads),
+checked on the host: numpy arrays stand in for the device buffers."""
+import numpy as np
+
+import needle as ndl
+from needle.compiler.host_uploads import HostUploads
+
+
+def copy_into(device_array, host_array):
+    device_array[...] = host_array
+
+
+def masks(count, shape=(8, 5), keep=0.75):
+    """What Dropout draws: ``count`` masks, cast as its upload casts them."""
+    return [ndl.init.randb(*shape, p=keep, dtype="float32").realize_cached_data().raw for _ in range(count)]
+
+
+def test_each_launch_gets_fresh_masks_in_the_order_eager_draws_them():
+    uploads = HostUploads(copy_into)
+    np.random.seed(3)
+    with uploads:
+        buffers = [uploads.buffer_for(mask, np.empty) for mask in masks(2)]  # two Dropout layers
+        constant = uploads.buffer_for(np.arange(3, dtype=np.float32), np.empty)
+    np.random.seed(11)
+    expected = [masks(2) for _ in range(3)]  # three eager steps
+    np.random.seed(11)
+    for step in range(3):
+        constant[...] = -1  # the graph may overwrite what it was given
+        uploads.before_launch()
+        for buffer, mask in zip(buffers, expected[step]):
+            assert np.array_equal(buffer, mask)
+        assert constant.tolist() == [0.0, 1.0, 2.0], "a constant is uploaded as captured, every launch"
+    assert not np.array_equal(expected[0][0], expected[1][0]), "fresh masks"
+    assert set(np.unique(expected[0][0])) <= {0.0, 1.0} and buffers[0].dtype == np.float32
+
+
+def test_the_recorder_is_active_only_inside_the_block():
+    uploads = HostUploads(copy_into)
+    draw = np.random.rand
+    with uploads:
+        assert np.random.rand is not draw
+    assert np.random.rand is draw
+    plain = np.random.rand(2)
+    assert type(plain) is np.ndarray and uploads.uploads == [] and uploads.guards == []
