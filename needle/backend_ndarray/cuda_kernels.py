@@ -111,7 +111,7 @@ ADAM_STEPS_FROM_TABLE = multi_tensor(
 )
 # NOTE: a kernel of its own, after the updates that read the row: a thread of theirs that moved
 # it on would race the others reading it.
-NEXT_TABLE_ROW = ("", "raw int64 table_row", "table_row[0] += 1", "needle_next_table_row")
+NEXT_TABLE_ROW = ("int64 rows", "raw int64 table_row", "table_row[0] += rows", "needle_next_table_row")
 KERNELS = {
     "_relu_backward": RELU_BACKWARD,
     "_softmax_cross_entropy_rows": SOFTMAX_CROSS_ENTROPY_ROWS,

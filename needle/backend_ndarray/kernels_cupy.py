@@ -66,7 +66,7 @@ class CupyKernels(ArrayRoutines):
 
     def next_table_row(self, table):
         """Move ``table``'s row on by one, on the device (after the updates that read it)."""
-        self._next_table_row(table.row, size=1)
+        self._next_table_row(numpy.int64(1), table.row, size=1)
 
     def _in_slots(self, kernel, updates, leading):
         """Run a multi-tensor ``kernel`` over ``updates``, SLOTS parameters a launch.

@@ -93,7 +93,7 @@ ELEMENTWISE = {
     "_sgd_steps_from_table": SIZES,
     "_momentum_steps_from_table": SIZES,
     "_adam_steps_from_table": SIZES,
-    "_next_table_row": (),
+    "_next_table_row": ("rows",),
 }
 LABEL_TYPES = [np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.uint8)]
 
