@@ -15,10 +15,9 @@ as a host call.
 The first call runs the step eagerly (it also makes lazily made state: optimizer moments, CuPy's
 compiled kernels), then captures it. What a CUDA graph cannot hold is found there: a value read
 to the host (CuPy refuses a synchronising copy during capture), a library call CuPy refuses
-while capturing. The
-step has already run correctly, so the call returns its eager result, every slot of the model
-and optimizers is set back to what the eager call left, :class:`EagerFallbackWarning` says why
-once, and calls with that signature run eagerly. (On the CPU, where the capture is the eager
+while capturing. The step has already run correctly, so the call returns its eager result,
+every slot of the model and optimizers is set back to what the eager call left,
+:class:`EagerFallbackWarning` says why once, and calls with that signature run eagerly. (On the CPU, where the capture is the eager
 call, a value read to the host raises :class:`CaptureError` instead.)
 
 CuPy refuses every cuBLAS call during a capture, so while one runs, needle's matrix products
@@ -28,7 +27,6 @@ CuPy refuses every cuBLAS call during a capture, so while one runs, needle's mat
 Without a GPU this module imports and its bookkeeping is tested with stand-ins for the stream
 and the memory pool; ``benchmarks/gpu_check.sh`` measures it on a GPU.
 """
-import threading
 
 import numpy
 
@@ -214,21 +212,11 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     segments = GraphSegments(stream)
     pool = cupy.get_default_memory_pool()
     allocations = KeptAllocations(pool.malloc, cupy.cuda.set_allocator, cupy.cuda.get_allocator)
-    original_from_host = Device.from_host
-    capturing_thread = threading.get_ident()
-    host_cpu = cpu()
 
     def upload(device_array, host_array):  # at a replay: on the stream it launches on
         device_array.set(host_array, stream=cupy.cuda.get_current_stream())
 
-    host_uploads = HostUploads(upload)
-
-    def upload_at_each_launch(device, host_array, dtype="float32"):
-        if device.name == "cpu" or threading.get_ident() != capturing_thread:  # other threads upload as usual
-            return original_from_host(device, host_array, dtype)
-        cast = original_from_host(host_cpu, host_array, dtype)  # the eager upload's cast, on the host
-        return host_uploads.buffer_for(cast, device.xp.empty)
-
+    host_uploads = HostUploads(upload, Device, cpu())
     after_eager = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots]
     random_state = numpy.random.get_state()  # the capture's draws (a Dropout mask) are not eager's
     try:
@@ -241,7 +229,6 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     for opt in state.optimizers:
         step = type(opt).step.__get__(opt)
         opt.step = lambda opt=opt, step=step: _record_step(GraphUpdate.record, opt, step, segments, updates, upload)
-    Device.from_host = upload_at_each_launch
     try:
         # NOTE: CuPy refuses cuBLAS while a stream captures: this thread's products call it directly
         with products.capturing(gemm), allocations, stream:
@@ -266,7 +253,6 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     except products.ConcurrentCapture as error:
         raise EagerFallback(f"{error}, so calls with this signature run eagerly", _detached(eager_result)) from None
     finally:
-        Device.from_host = original_from_host
         numpy.random.set_state(random_state)
         for opt in state.optimizers:
             opt.__dict__.pop("step", None)

@@ -23,6 +23,8 @@ Example (numpy stands in for the device):
     >>> bool((buffer == expected).all())
     True
 """
+import threading
+
 import numpy
 
 from .recorder import Recorder
@@ -32,21 +34,43 @@ from .traced_array import TracedArray
 class HostUploads:
     """The recorded host draws of one capture and the device buffers their results go to.
 
+    While the ``with`` block runs, the recorder is active and, if ``device_class`` is given, this
+    thread's ``device_class.from_host`` uploads to any device but the host go to :meth:`buffer_for`
+    (other threads upload as usual).
+
     Args:
         upload: ``upload(device_array, host_array)`` copies host values into a device array, on
             the stream the replays launch on.
+        device_class: the class whose ``from_host`` makes every upload (needle's ``Device``), or
+            None when the caller calls :meth:`buffer_for` itself.
+        host_device: the CPU device, whose ``from_host`` casts as the eager upload does.
     """
 
-    def __init__(self, upload):
+    def __init__(self, upload, device_class=None, host_device=None):
         self._recorder = Recorder()
         self._upload = upload
+        self._device_class, self._host_device = device_class, host_device
+        self._original_from_host = None
         self.uploads = []  # (host array the recorded steps rewrite, or a constant; its device buffer)
 
     def __enter__(self):
         self._recorder.start()
+        if self._device_class is not None:
+            self._original_from_host = original = self._device_class.from_host
+            capturing_thread, host_device = threading.get_ident(), self._host_device
+
+            def from_host(device, host_array, dtype="float32"):
+                if device.name == "cpu" or threading.get_ident() != capturing_thread:
+                    return original(device, host_array, dtype)
+                cast = original(host_device, host_array, dtype)  # the eager upload's cast, on the host
+                return self.buffer_for(cast, device.xp.empty)
+
+            self._device_class.from_host = from_host
         return self
 
     def __exit__(self, *exc):
+        if self._original_from_host is not None:
+            self._device_class.from_host, self._original_from_host = self._original_from_host, None
         self._recorder.stop()
         return False
 

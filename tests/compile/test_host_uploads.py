@@ -42,3 +42,23 @@ def test_the_recorder_is_active_only_inside_the_block():
     assert np.random.rand is draw
     plain = np.random.rand(2)
     assert type(plain) is np.ndarray and uploads.uploads == [] and uploads.guards == []
+
+
+def test_inside_the_block_an_upload_to_another_device_gets_a_buffer_and_the_host_keeps_its_own():
+    from needle.backend_ndarray import Device
+
+    gpu = Device("stand-in-gpu", np)  # numpy arrays, but not the CPU: its uploads are intercepted
+    uploads = HostUploads(copy_into, Device, ndl.cpu())
+    original = Device.from_host
+    np.random.seed(2)
+    with uploads:
+        on_gpu = ndl.init.randb(6, p=0.5, device=gpu, dtype="float32").realize_cached_data().raw
+        on_cpu = ndl.init.randb(6, p=0.5, dtype="float32").realize_cached_data().raw
+    assert Device.from_host is original, "given back"
+    assert [buffer for _, buffer in uploads.uploads] == [on_gpu] and on_gpu.dtype == np.float32
+    assert on_cpu is not on_gpu and len(uploads.uploads) == 1, "the host's own arrays are not uploads"
+    np.random.seed(4)
+    expected = (np.random.rand(6) <= 0.5).astype(np.float32)
+    np.random.seed(4)
+    uploads.before_launch()
+    assert np.array_equal(on_gpu, expected)
