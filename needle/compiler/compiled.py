@@ -11,6 +11,7 @@ from .cuda_graph import capture_cuda, is_cuda_argument
 from .eager_entry import EagerEntry
 from .errors import CaptureError, EagerFallback, EagerFallbackWarning
 from .plan import ReplayMismatch
+from .recorder import redrawn
 from .repeat_guard import repeat_guard
 from .state import discover
 
@@ -199,7 +200,8 @@ class CompiledFunction:
             ) from None
         entry.plan.undo_writebacks()
         # NOTE: the eager call raises needle's own error for this input (a label out of range).
-        return entry.outputs_of(self.fn(*args, **kwargs))
+        with redrawn(mismatch.draws):
+            return entry.outputs_of(self.fn(*args, **kwargs))
 
     def __repr__(self):
         return f"<ndl.compile of {getattr(self.fn, '__qualname__', self.fn)!r}: {len(self._plans)} plans>"

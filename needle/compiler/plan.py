@@ -14,16 +14,20 @@ import numpy
 from .deferred_results import PendingResult, deferrable_steps
 from .indexed_updates import merge_indexed_updates
 from .input_binding import InputBinding, weak_buffers
+from .recorder import Draw
 from .replay_function import replay_function
 
 
 class ReplayMismatch(Exception):
-    """A value that needle's own code read during capture (a label range check) differs now."""
+    """A value that needle's own code read during capture (a label range check) differs now.
 
-    def __init__(self, guard, undoable):
+    ``draws``: the RNG draws the replay made before the check (see :func:`recorder.redrawn`)."""
+
+    def __init__(self, guard, undoable, draws=()):
         super().__init__(guard.where)
         self.guard = guard
         self.undoable = undoable
+        self.draws = draws
 
 
 class Plan:
@@ -75,17 +79,23 @@ class Plan:
         kept = merge_indexed_updates(kept, guard_steps, lambda key: uses.get(key, 0) != 3 or key in outside)
         # A failed guard can be undone (and the call run eagerly) while no step before it has
         # changed persistent state other than the state that writebacks restore.
+        # The RNG draws before a guard (a Dropout mask) go with its mismatch: the eager call that
+        # runs instead takes their values (recorder.redrawn) while they are still as drawn.
         persistent = set(known) - {id(_root(t)) for _, t in writebacks} - {id(_root(b)) for b in input_buffers}
-        runs, state_touched, positions, cursor = [], False, sorted(guard_steps), 0
+        runs, state_touched, draws, positions, cursor = [], False, [], sorted(guard_steps), 0
         for index, step in kept:
             while cursor < len(positions) and positions[cursor] <= index:
-                runs.extend(_guard_check(g, undoable=not state_touched) for g in guard_steps[positions[cursor]])
+                runs.extend(_guard_check(g, not state_touched, tuple(draws)) for g in guard_steps[positions[cursor]])
                 cursor += 1
             runs.append(step.run)
             if (step.effect and not step.writes) or step.writes & persistent:
                 state_touched = True
+            if isinstance(step, Draw):
+                draws.append(step)
+            elif any(step.writes & draw.writes for draw in draws):
+                state_touched = True  # a draw rewritten in place: its values are gone
         for position in positions[cursor:]:
-            runs.extend(_guard_check(g, undoable=not state_touched) for g in guard_steps[position])
+            runs.extend(_guard_check(g, not state_touched, tuple(draws)) for g in guard_steps[position])
         self.runs = runs
         self.steps_recorded = len(steps)
         other_uses = (roots - set(observed)) | set(outputs) | {id(_root(t)) for _, t in writebacks}
@@ -166,19 +176,19 @@ def _needed(steps, roots, keep_effects):
     return needed
 
 
-def _guard_check(guard, undoable):
+def _guard_check(guard, undoable, draws):
     array, value = guard.array, guard.value
     if guard.convert is bool and type(value) is bool:
 
         def check_truth():  # NOTE: the common guard (``if labels.max() >= classes:``), without Guard.holds's calls
             if bool(array) is not value:
-                raise ReplayMismatch(guard, undoable)
+                raise ReplayMismatch(guard, undoable, draws)
 
         return check_truth
 
     def check():
         if not guard.holds():
-            raise ReplayMismatch(guard, undoable)
+            raise ReplayMismatch(guard, undoable, draws)
 
     return check
 

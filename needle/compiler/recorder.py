@@ -5,6 +5,7 @@ capture produced (``numpy.add(a, b, out=r)``), plus the memory it reads and writ
 buffer), which :mod:`needle.compiler.plan` uses to drop work nobody observes. Views need no step:
 they alias buffers that the steps rewrite in place.
 """
+import contextlib
 import functools
 import inspect
 import os
@@ -49,6 +50,48 @@ class Step:
         self.writes = writes
         self.effect = effect  # kept even when nothing reads what it writes (RNG draws, host calls)
         self.where = where
+
+
+class Draw(Step):
+    """A draw from numpy's global RNG: ``run()`` draws anew into ``result``, the capture's array;
+    ``function`` is the numpy function (``numpy.random.rand``, unwrapped)."""
+
+    __slots__ = ("function", "result")
+
+    def __init__(self, function, args, kwargs, result, reads):
+        super().__init__(functools.partial(_copy_into, result, function, args, kwargs), reads, {id(root(result))}, effect=True)
+        self.function, self.result = function, result
+
+
+@contextlib.contextmanager
+def redrawn(draws):
+    """Within the block, numpy's global RNG functions give the values of ``draws`` (the Draw steps a
+    replay ran before it stopped, in order) to calls of the same functions, then draw anew.
+
+    A replay stopped by a failed guard has already moved the generator past its draws; the eager
+    call that runs instead takes those values, so the draws after it are eager's.
+    """
+    queue = list(draws)
+    if not queue:
+        yield
+        return
+    saved = {}
+    for name in RANDOM_FUNCTIONS:
+        original = saved[name] = getattr(numpy.random, name)
+
+        @functools.wraps(original)
+        def give(*args, original=original, **kwargs):
+            if queue and queue[0].function is original:
+                value = queue.pop(0).result
+                return value.copy() if value.ndim else value[()]
+            return original(*args, **kwargs)
+
+        setattr(numpy.random, name, give)
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(numpy.random, name, original)
 
 
 class Guard:
@@ -259,9 +302,7 @@ class Recorder:
             args, kwargs = traced_array.plain(args), traced_array.plain(kwargs)
             result = numpy.asarray(original(*args, **kwargs))
             recorder._produce(result)
-            recorder.steps.append(
-                Step(functools.partial(_copy_into, result, original, args, kwargs), recorder._ids((args, kwargs)), {id(root(result))}, effect=True)
-            )
+            recorder.steps.append(Draw(original, args, kwargs, result, recorder._ids((args, kwargs))))
             return result.view(TracedArray)
 
         return draw

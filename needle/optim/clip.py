@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy
+
 from ..autograd import Tensor
 from ..backend_ndarray import NDArray
 
@@ -20,6 +22,10 @@ def clip_grad_norm(params: Iterable[Tensor] | Tensor, max_norm: float) -> float:
     Args:
         params: parameters (e.g. ``model.parameters()``), or one parameter.
         max_norm: the largest allowed total norm (> 0).
+
+    Inside a step compiled with ``ndl.compile`` (on the CPU) the gradients are scaled by an
+    array, 1 where the norm is at most ``max_norm``, so every replay clips by its own norm; the
+    norm returned is the capturing call's, as any Python value in a compiled step is.
 
     Returns:
         the total norm before clipping, as a float.
@@ -51,6 +57,9 @@ def clip_grad_norm(params: Iterable[Tensor] | Tensor, max_norm: float) -> float:
             # NOTE: float16 squares overflow at 256 (300**2 is inf); sum them in float32.
             flat = flat.astype("float32")
         squares_by_device.setdefault(data.device, []).append(data.device.xp.vdot(flat, flat))
+    if _captured(params):
+        (squares,) = squares_by_device.values()  # a capture is on the CPU: one device
+        return _clip_as_arrays(params, max_norm, sum(squares))
     total = math.sqrt(sum(float(sum(squares)) for squares in squares_by_device.values()))
     if total > max_norm:
         scale = max_norm / (total + 1e-6)
@@ -58,3 +67,26 @@ def clip_grad_norm(params: Iterable[Tensor] | Tensor, max_norm: float) -> float:
             data = param.grad.realize_cached_data()
             param.grad = Tensor.make_const(NDArray.wrap(data.raw * scale, data.device))
     return total
+
+
+def _captured(params):
+    """Whether ``ndl.compile`` is capturing this call on the CPU (the gradients are traced arrays)."""
+    from ..compiler.traced_array import TracedArray
+
+    return any(isinstance(p.grad.realize_cached_data().raw, TracedArray) for p in params)
+
+
+def _clip_as_arrays(params, max_norm, squares):
+    """The clipping above without a Python branch on the norm, for a capture: a replay runs only
+    array operations, so the scale is an array (1 where the norm is small, which leaves every
+    value as it is) and each step of a replay clips by its own norm. The values are the eager
+    path's: the same float32 sum, the square root and the scale in float64, cast to the
+    gradient's dtype for the product. Returns the norm of the capture's own call (nothing a
+    replay reads)."""
+    squares = numpy.asanyarray(squares)  # NOTE: asanyarray: asarray would drop the trace, freezing the scale
+    total = numpy.sqrt(squares.astype(numpy.float64))
+    scale = numpy.where(total > max_norm, max_norm / (total + 1e-6), 1.0)
+    for param in params:
+        data = param.grad.realize_cached_data()
+        param.grad = Tensor.make_const(NDArray.wrap(data.raw * scale.astype(data.raw.dtype), data.device))
+    return float(total.view(numpy.ndarray))  # NOTE: a plain view: the value goes to Python only, no guard

@@ -128,7 +128,9 @@ def test_work_nobody_reads_is_not_replayed():
 
 
 def test_a_label_out_of_range_at_replay_raises_needles_error():
-    """The replay stops at the check needle's loss made at capture and runs the call eagerly."""
+    """The replay stops at the check needle's loss made at capture and runs the call eagerly; the
+    Dropout mask the replay drew before the check is given back to numpy's RNG, so the steps after
+    draw what eager draws."""
     bad = ndl.Tensor(np.array([0, 1, 2, 3, 9, 0, 1, 2]))
 
     def run(compiled):
@@ -140,6 +142,8 @@ def test_a_label_out_of_range_at_replay_raises_needles_error():
         step(x, y)
         with pytest.raises(IndexError, match="label 9"):
             step(x, bad)
+        step(x, y)
+        step(x, y)
         return state_arrays(model, opt)
 
     eager, compiled = run(False), run(True)
@@ -228,3 +232,37 @@ def test_a_c_kernel_on_plain_arrays_during_a_capture_is_not_recorded():
         recorder.stop()
     assert done is not None and done[0].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert recorder.steps == [] and fused_ops.CAPTURE_HOOK is None
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_gradient_clipping_inside_the_step_clips_each_replay_by_its_own_norm(optimizer):
+    """clip_grad_norm decides on the norm in Python eagerly; captured, it scales by an array (1
+    where the norm is small), so every replay clips by its own step's norm, bitwise as eager."""
+    from steps import train
+
+    norms = {}
+
+    def run(compiled):
+        model, opt = model_and_optimizer(optimizer)
+        loss_fn = nn.SoftmaxLoss()
+        seen = norms.setdefault(compiled, [])
+
+        def step(x, y):
+            opt.reset_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            seen.append(ndl.optim.clip_grad_norm(model.parameters(), 1.0))
+            opt.step()
+            return loss
+
+        step = ndl.compile(step) if compiled else step
+        losses = train(step, opt, 12)
+        return losses, state_arrays(model, opt), step
+
+    eager_losses, eager_state, _ = run(False)
+    losses, state, compiled = run(True)
+    assert min(norms[False]) < 1.0 < max(norms[False]), "some steps clipped, some not"
+    assert compiled.replays == 10 and compiled.captures == 2  # the full batches and the partial one
+    assert norms[True] == norms[False][:1] + norms[False][4:5], "the norms the captures returned"
+    assert [a.tobytes() for a in eager_losses] == [a.tobytes() for a in losses]
+    assert all(eager_state[name].tobytes() == state[name].tobytes() for name in eager_state)
