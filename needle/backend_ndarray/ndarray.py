@@ -144,7 +144,9 @@ class NDArray(CourseArrayInterface):
         """A compact version: itself when it already is, else a row-major copy in a buffer of its own."""
         if self.is_compact():
             return self
-        return NDArray.wrap(self.device.xp.array(self.raw, order="C"), self.device)
+        # NOTE: the method, not xp.array(raw): numpy.array makes a plain copy that an ndl.compile
+        # trace does not see, so the copy would be frozen into the replay.
+        return NDArray.wrap(self.raw.copy(order="C"), self.device)
 
     def as_strided(self, shape, strides):
         """A view with the given shape and strides (in elements), starting at this array's first element.
@@ -162,6 +164,10 @@ class NDArray(CourseArrayInterface):
         itemsize = raw.itemsize
         byte_strides = tuple(s * itemsize for s in strides)
         view = self.device.xp.lib.stride_tricks.as_strided(raw, shape=shape, strides=byte_strides)
+        if view.__class__ is not raw.__class__:
+            # NOTE: numpy's as_strided returns a plain array; an ndl.compile trace (a numpy subclass)
+            # must stay one, or what is computed from the view would be frozen into the replay
+            view = view.view(raw.__class__)
         return NDArray.wrap(view, self.device)
 
     def reshape(self, new_shape):

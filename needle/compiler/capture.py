@@ -91,13 +91,16 @@ def capture_cpu(fn, args, kwargs, state):
         raw = None
         if tensor is not None:
             data = tensor.realize_cached_data()
-            raw = data.raw
-            if isinstance(raw, TracedArray):
-                raise CaptureError("ndl.compile: a tensor of the model is still traced from a failed capture")
-            if data.__class__ is NDArray and raw.__class__ is numpy.ndarray and id(data) not in swapped:
-                swapped[id(data)] = (data, raw)
-                recorder.know(raw)
-                data.raw = raw.view(TracedArray)
+            if id(data) in swapped:  # NOTE: two slots may share one array (two biases' gradients after a + b)
+                raw = swapped[id(data)][1]
+            else:
+                raw = data.raw
+                if isinstance(raw, TracedArray):
+                    raise CaptureError("ndl.compile: a tensor of the model is still traced from a failed capture")
+                if data.__class__ is NDArray and raw.__class__ is numpy.ndarray:
+                    swapped[id(data)] = (data, raw)
+                    recorder.know(raw)
+                    data.raw = raw.view(TracedArray)
         before.append((owner, attribute, tensor, raw))
 
     optimizers = {id(opt): opt for opt in state.optimizers}

@@ -47,7 +47,7 @@ class HostUploads:
     """
 
     def __init__(self, upload, device_class=None, host_device=None):
-        self._recorder = Recorder()
+        self._recorder = Recorder(constructors=False)  # the host's draws only: the step's arrays are CuPy's
         self._upload = upload
         self._device_class, self._host_device = device_class, host_device
         self._original_from_host = None

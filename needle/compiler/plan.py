@@ -14,7 +14,7 @@ import numpy
 from .deferred_results import PendingResult, deferrable_steps
 from .indexed_updates import merge_indexed_updates
 from .input_binding import InputBinding, weak_buffers
-from .recorder import Draw
+from .recorder import Draw, root as _root
 from .replay_function import replay_function
 
 
@@ -62,8 +62,10 @@ class Plan:
         for position, guard_list in guard_steps.items():
             for guard in guard_list:
                 roots.add(id(_root(guard.array)))
-        core = _needed(steps, roots, keep_effects=True)
-        wanted = _needed(steps, set(outputs), keep_effects=False)
+        constant = _constant_steps(steps, set(known) | {id(_root(b)) for b in input_buffers})
+        core = _needed(steps, roots, keep_effects=True) - constant
+        wanted = _needed(steps, set(outputs), keep_effects=False) - constant
+        self.constant = len(constant)
         deferred = deferrable_steps(steps, core, wanted, set(private))
         kept = [(index, steps[index]) for index in sorted((core | wanted).difference(deferred))]
         self.dropped = len(steps) - len(kept) - len(deferred)
@@ -176,6 +178,22 @@ def _needed(steps, roots, keep_effects):
     return needed
 
 
+def _constant_steps(steps, varying):
+    """Indices of the steps whose results are the same at every replay: they read nothing that
+    varies (``varying``: the inputs and the state, then what RNG draws, host calls and the steps
+    reading varying buffers write) and write nothing that a varying step writes too (a buffer
+    made with ``numpy.ones`` and scaled: the seed of a backward pass). The capture ran them; the
+    buffers they wrote keep those values, which no replay step overwrites."""
+    varying = set(varying)
+    for step in steps:
+        if step.effect or step.reads & varying:
+            varying |= step.writes
+    return {
+        index for index, step in enumerate(steps)
+        if not step.effect and not step.reads & varying and not step.writes & varying
+    }
+
+
 def _guard_check(guard, undoable, draws):
     array, value = guard.array, guard.value
     if guard.convert is bool and type(value) is bool:
@@ -192,8 +210,3 @@ def _guard_check(guard, undoable, draws):
 
     return check
 
-
-def _root(array):
-    while isinstance(array.base, numpy.ndarray):
-        array = array.base
-    return array

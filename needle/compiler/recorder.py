@@ -10,6 +10,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 
 import numpy
 
@@ -30,13 +31,25 @@ RANDOM_FUNCTIONS = (
     "rand", "randn", "random", "random_sample", "uniform", "normal", "randint", "binomial", "permutation",
     "standard_normal", "choice",
 )
+# numpy's functions that make an array from a shape alone: no traced argument reports them, so they
+# are wrapped while a capture runs, and what the step writes into their arrays is recorded too
+# (``cells[t] = c`` into ``numpy.empty(...)``: an assignment into a plain array reports nothing).
+CONSTRUCTORS = {"empty": None, "zeros": 0, "ones": 1, "full": "fill_value"}
 
 
 def root(array):
-    """The array that owns ``array``'s memory (itself when it owns it)."""
-    while isinstance(array.base, numpy.ndarray):
-        array = array.base
-    return array
+    """The array that owns ``array``'s memory (itself when it owns it).
+
+    numpy's ``as_strided`` (the im2col windows of a convolution) puts an object of its own
+    between a view and the array it views; the walk goes through it.
+    """
+    while True:
+        base = array.base
+        if not isinstance(base, numpy.ndarray):
+            base = getattr(base, "base", None)  # as_strided's DummyArray holds the array it views
+            if not isinstance(base, numpy.ndarray):
+                return array
+        array = base
 
 
 class Step:
@@ -110,9 +123,15 @@ class Guard:
 
 
 class Recorder:
-    """Collects the steps of one capture. ``start()`` makes it the active recorder."""
+    """Collects the steps of one capture. ``start()`` makes it the active recorder.
 
-    def __init__(self):
+    ``constructors``: whether the arrays the capturing thread makes from a shape alone
+    (``CONSTRUCTORS``) are the capture's (the CPU capture) or plain arrays (the host's part of a
+    CUDA capture, whose device arrays numpy does not make).
+    """
+
+    def __init__(self, constructors=True):
+        self.constructors = constructors
         self.steps = []
         self.guards = []  # (position in steps, Guard)
         self.paused = False
@@ -120,16 +139,22 @@ class Recorder:
         self.known = {}  # id(root) -> root: inputs and state, which persist across replays
         self.restored = set()  # ids of foreign buffers given a restore step
         self._saved_random = {}
+        self._saved_constructors = {}
+        self.thread = None  # the capturing thread (start)
 
     # ---- activation --------------------------------------------------------------------------
     def start(self):
         if traced_array.RECORDER is not None:
             raise CaptureError("ndl.compile: a compiled function was called while another one was capturing")
         traced_array.RECORDER = self
+        self.thread = threading.get_ident()
         fused_ops.CAPTURE_HOOK = self.kernel
         for name in RANDOM_FUNCTIONS:
             original = self._saved_random[name] = getattr(numpy.random, name)
             setattr(numpy.random, name, self._random(original))
+        for name, fill in CONSTRUCTORS.items() if self.constructors else ():
+            original = self._saved_constructors[name] = getattr(numpy, name)
+            setattr(numpy, name, self._constructor(original, fill))
 
     def stop(self):
         if traced_array.RECORDER is self:
@@ -138,7 +163,10 @@ class Recorder:
             fused_ops.CAPTURE_HOOK = None
         for name, original in self._saved_random.items():
             setattr(numpy.random, name, original)
+        for name, original in self._saved_constructors.items():
+            setattr(numpy, name, original)
         self._saved_random = {}
+        self._saved_constructors = {}
 
     def run_paused(self, function, *args, **kwargs):
         """Run ``function`` without recording (a host call such as an optimizer step)."""
@@ -219,7 +247,7 @@ class Recorder:
         return self._new(result, lambda out: (_bound_ufunc(function, arguments, dict(kwargs, out=(out,))), arguments))
 
     def function(self, func, args, kwargs, takes_out=None):
-        result = func(*args, **kwargs)
+        result = self.run_paused(func, *args, **kwargs)  # NOTE: paused: numpy's own numpy.empty inside is not the step's
         if result is None:  # an in-place function (copyto, put_along_axis, fill, sort): it writes its first array
             self._add(functools.partial(func, *args, **kwargs), args, args[:1])
             return None
@@ -291,6 +319,26 @@ class Recorder:
         ``function``) at every replay."""
         self.run_paused(function)
         self.steps.append(Step(replay or function, self._ids(reads_after()), set(), effect=True))
+
+    def _constructor(self, original, fill):
+        """``original`` (``numpy.zeros``...), whose array is the capture's while it records: traced,
+        and filled again at each replay (``fill``: the value, the name of the argument holding it, or
+        None for ``numpy.empty``, whose values are undefined anyway)."""
+        recorder = self
+
+        @functools.wraps(original)
+        def make(*args, **kwargs):
+            result = original(*args, **kwargs)
+            if traced_array.RECORDER is not recorder or recorder.paused or threading.get_ident() != recorder.thread:
+                return result  # NOTE: another thread's arrays (a data loader's) are not the step's
+            recorder._produce(result)
+            if fill is not None:
+                value = fill if not isinstance(fill, str) else (args[1] if len(args) > 1 else kwargs[fill])
+                run = functools.partial(numpy.copyto, result, traced_array.plain(value), casting="unsafe")
+                recorder.steps.append(Step(run, recorder._ids((value,)), {id(root(result))}))
+            return result.view(TracedArray)
+
+        return make
 
     def _random(self, original):
         recorder = self

@@ -224,9 +224,9 @@ def test_a_c_kernel_on_plain_arrays_during_a_capture_is_not_recorded():
     from needle.compiler.recorder import Recorder
 
     recorder = Recorder()
+    out, gradient, hidden = np.empty(4, np.float32), np.ones(4, np.float32), np.array([1, 0, 2, 0], np.float32)
     recorder.start()
     try:
-        out, gradient, hidden = np.empty(4, np.float32), np.ones(4, np.float32), np.array([1, 0, 2, 0], np.float32)
         done = fused_ops.run(fused_ops.relu_backward, True, out, gradient, hidden)
     finally:
         recorder.stop()
@@ -266,3 +266,61 @@ def test_gradient_clipping_inside_the_step_clips_each_replay_by_its_own_norm(opt
     assert norms[True] == norms[False][:1] + norms[False][4:5], "the norms the captures returned"
     assert [a.tobytes() for a in eager_losses] == [a.tobytes() for a in losses]
     assert all(eager_state[name].tobytes() == state[name].tobytes() for name in eager_state)
+
+
+def test_a_new_signature_captures_when_two_gradients_share_an_array():
+    """After ``backward(create_graph=False)`` of ``a + b`` both leaves' ``.grad`` are one array (as
+    an LSTM's two biases'); a capture that finds it in two slots traces it once."""
+    a = nn.Parameter(ndl.Tensor(np.ones(3, np.float32)))
+    b = nn.Parameter(ndl.Tensor(np.ones(3, np.float32)))
+    opt = ndl.optim.SGD([a, b], lr=0.1)
+
+    @ndl.compile
+    def step(x):
+        opt.reset_grad()
+        loss = ((x * (a + b)).sum(axes=1)).sum()
+        loss.backward(create_graph=False)
+        opt.step()
+        return loss
+
+    step(ndl.Tensor(np.ones((2, 3), np.float32)))
+    step(ndl.Tensor(np.ones((2, 3), np.float32)))
+    assert a.grad.cached_data.raw is b.grad.cached_data.raw, "the shared array this test is about"
+    step(ndl.Tensor(np.ones((4, 3), np.float32)))  # a new signature: a second capture
+    assert (step.captures, step.replays) == (2, 1)
+    np.testing.assert_allclose(a.numpy(), 1 - 0.1 * (2 + 2 + 4))
+
+
+def test_the_capturing_threads_new_arrays_are_the_captures_and_other_threads_are_their_own():
+    import threading
+
+    from needle.compiler.recorder import Recorder
+    from needle.compiler.traced_array import TracedArray
+
+    zeros, made = np.zeros, {}
+    recorder = Recorder()
+    recorder.start()
+    try:
+        mine = np.zeros(3)
+        worker = threading.Thread(target=lambda: made.setdefault("loader", np.zeros(3)))  # a data loader's
+        worker.start()
+        worker.join()
+        mine[1] = 5.0  # an assignment into the step's own array: recorded
+    finally:
+        recorder.stop()
+    assert isinstance(mine, TracedArray) and type(made["loader"]) is np.ndarray and np.zeros is zeros
+    mine.view(np.ndarray)[:] = -1
+    for step in recorder.steps:
+        step.run()
+    assert mine.view(np.ndarray).tolist() == [0.0, 5.0, 0.0], "refilled, then the assignment, at a replay"
+
+
+def test_work_that_reads_nothing_that_varies_is_done_once_at_capture():
+    """The seed of ones a backward pass starts from (and what is computed from it alone) is the same
+    at every replay: the plan keeps the capture's values instead of recomputing them."""
+    model, opt = model_and_optimizer()
+    step = ndl.compile(step_function(model, opt))
+    (x, y), = batches(8, 1)
+    step(x, y)
+    plan = next(iter(step._plans.values())).plan
+    assert plan.constant >= 1
