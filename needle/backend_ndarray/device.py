@@ -195,7 +195,7 @@ class Device:
             [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
         """
         xp = self.xp
-        labels = xp.asarray(getattr(i, "raw", i))
+        labels = xp.asanyarray(getattr(i, "raw", i))  # NOTE: any: an ndl.compile trace stays one
         indices = whole_number_labels(labels, xp, "one_hot")
         out = xp.zeros(indices.shape + (n,), dtype=resolve_dtype(dtype))
         xp.put_along_axis(out, indices[..., None], 1, axis=-1)

@@ -81,7 +81,7 @@ def one_hot(n, i, device=None, dtype="float32", requires_grad=False):
     else:
         device = as_device(device)
         labels = i.raw if isinstance(i, NDArray) else i if hasattr(i, "dtype") else numpy.asarray(i)
-    return _tensor(device.one_hot(n, device.xp.asarray(labels), dtype=resolve_dtype(dtype)), device, dtype, requires_grad)
+    return _tensor(device.one_hot(n, device.xp.asanyarray(labels), dtype=resolve_dtype(dtype)), device, dtype, requires_grad)
 
 
 def zeros_like(array, *, device=None, requires_grad=False):

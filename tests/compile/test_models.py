@@ -60,3 +60,39 @@ def test_a_compiled_step_of_the_model_is_bitwise_the_eager_one(kind):
     assert [a.tobytes() for a in eager_losses] == [a.tobytes() for a in losses]
     for expected, got in zip(eager_params, params):
         assert expected.tobytes() == got.tobytes()
+
+
+def course_softmax_loss(logits, y):
+    """The loss as the course's homework writes it: logsumexp minus the one-hot picked logit."""
+    batch, classes = logits.shape
+    y_one_hot = ndl.init.one_hot(classes, y, device=logits.device, dtype=logits.dtype)
+    return (ndl.ops.logsumexp(logits, axes=(1,)) - (logits * y_one_hot).sum(axes=(1,))).sum() / batch
+
+
+@pytest.mark.parametrize("label_dtype", ["int64", "uint8", "float32"])
+def test_a_course_written_loss_with_one_hot_labels_reads_each_replays_labels(label_dtype):
+    """``init.one_hot`` converts the labels (uint8 from the course's MNIST loader, whole-number
+    floats) to int64: the conversion is part of the replay, not the capture's labels frozen."""
+
+    def run(compiled):
+        np.random.seed(0)
+        model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 4))
+        opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.reset_grad()
+            loss = course_softmax_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        step = ndl.compile(step) if compiled else step
+        rng = np.random.default_rng(1)
+        losses = []
+        for _ in range(5):
+            x = ndl.Tensor(rng.standard_normal((6, 10)).astype(np.float32))
+            y = ndl.Tensor(rng.integers(0, 4, 6).astype(label_dtype), dtype=label_dtype)
+            losses.append(step(x, y).numpy().copy())
+        return losses
+
+    assert [a.tobytes() for a in run(False)] == [a.tobytes() for a in run(True)]
