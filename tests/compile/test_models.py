@@ -78,14 +78,7 @@ def test_a_course_written_loss_with_one_hot_labels_reads_each_replays_labels(lab
         np.random.seed(0)
         model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 4))
         opt = ndl.optim.SGD(model.parameters(), lr=0.1)
-
-        def step(x, y):
-            opt.reset_grad()
-            loss = course_softmax_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = step_function(model, opt, course_softmax_loss)
         step = ndl.compile(step) if compiled else step
         rng = np.random.default_rng(1)
         losses = []
