@@ -12,18 +12,40 @@ import types
 _SCALARS = (bool, int, float, str, type(None))
 
 
-class StepState:
-    """The modules and optimizers a function uses, and the tensor slots they hold."""
+class Held:
+    """The slot of a tensor that no module attribute holds: a bare ``Parameter`` an optimizer
+    updates, or a tensor the function reaches through its closure or globals."""
 
-    def __init__(self, modules, optimizers):
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __repr__(self):
+        return f"Held({type(self.tensor).__name__} of shape {tuple(self.tensor.shape)})"
+
+
+class StepState:
+    """The modules, optimizers and other tensors a function uses, and the tensor slots they hold."""
+
+    def __init__(self, modules, optimizers, tensors=()):
         self.modules = modules
         self.optimizers = optimizers
-        slots, seen = [], set()
+        slots, in_modules = [], set()
         for module in modules:
             for name, value in vars(module).items():
                 if _is_tensor(value):
                     slots.append((module, name))
+                    in_modules.add(id(value))
+        # NOTE: a tensor no module holds is still state (its array traced, its replacement noticed)
+        held = [p for o in optimizers for p in o.params] + list(tensors)
+        for tensor in held:
+            if id(tensor) not in in_modules:
+                in_modules.add(id(tensor))
+                slots.append((Held(tensor), "tensor"))
         parameters = [p for m in modules for p in m.parameters()] + [p for o in optimizers for p in o.params]
+        parameters += [t for t in tensors if t.requires_grad]
+        seen = set()
         for parameter in parameters:
             if id(parameter) not in seen:
                 seen.add(id(parameter))
@@ -90,14 +112,18 @@ def discover(fn, args, kwargs):
     from ..nn.module import Module
     from ..optim.optimizer import Optimizer
 
-    candidates = list(args) + list(kwargs.values()) + _reached_by(fn)
-    modules, optimizers, seen = [], [], set()
+    from ..tensor import Tensor
 
-    def collect(value, depth):
+    modules, optimizers, tensors, seen = [], [], [], set()
+
+    def collect(value, depth, reached=True):
         if id(value) in seen:
             return
         seen.add(id(value))
-        if isinstance(value, Module):
+        if isinstance(value, Tensor):
+            if reached:  # NOTE: not the arguments: those are the step's inputs
+                tensors.append(value)
+        elif isinstance(value, Module):
             for module in value.modules():
                 if id(module) not in seen or module is value:
                     seen.add(id(module))
@@ -106,10 +132,10 @@ def discover(fn, args, kwargs):
             optimizers.append(value)
         elif type(value) in (list, tuple):
             for item in value:
-                collect(item, depth)
+                collect(item, depth, reached)
         elif type(value) is dict:
             for item in value.values():
-                collect(item, depth)
+                collect(item, depth, reached)
         elif isinstance(value, (types.FunctionType, types.MethodType)) and depth > 0:
             for item in _reached_by(value):  # a helper the step calls: what it reaches counts too
                 collect(item, depth - 1)
@@ -117,9 +143,11 @@ def discover(fn, args, kwargs):
             for item in vars(value).values():
                 collect(item, depth - 1)
 
-    for candidate in candidates:
+    for argument in list(args) + list(kwargs.values()):
+        collect(argument, 2, reached=False)
+    for candidate in _reached_by(fn):
         collect(candidate, 2)
-    return StepState(modules, optimizers)
+    return StepState(modules, optimizers, tensors)
 
 
 def _reached_by(fn):
