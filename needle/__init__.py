@@ -19,4 +19,4 @@ from .ops import *  # noqa: F401,F403  (the course's ndl.add, ndl.matmul, ...)
 __version__ = "0.1.0"
 from . import nn, optim, data  # noqa: E402  (built on the core above)
 from . import viz  # noqa: E402  (reads graphs of all of the above)
-from .compiler import CaptureError, EagerFallbackWarning, compile  # noqa: E402  (ndl.compile: captures steps of all of the above)
+from .compiler import CaptureError, EagerFallbackWarning, RecaptureWarning, compile  # noqa: E402  (ndl.compile: captures steps of all of the above)

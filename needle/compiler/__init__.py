@@ -7,6 +7,6 @@ models and optimizers a step reaches), :mod:`.capture` (one capture and what it 
 :mod:`.eager_entry` (a signature that runs eagerly after a fallback).
 """
 from .compiled import CompiledFunction, compile
-from .errors import CaptureError, EagerFallbackWarning
+from .errors import CaptureError, EagerFallbackWarning, RecaptureWarning
 
-__all__ = ["CaptureError", "CompiledFunction", "EagerFallbackWarning", "compile"]
+__all__ = ["CaptureError", "CompiledFunction", "EagerFallbackWarning", "RecaptureWarning", "compile"]

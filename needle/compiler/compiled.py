@@ -9,7 +9,7 @@ from ..tensor import Tensor
 from .capture import capture_cpu
 from .cuda_graph import capture_cuda, is_cuda_argument
 from .eager_entry import EagerEntry
-from .errors import CaptureError, EagerFallback, EagerFallbackWarning
+from .errors import CaptureError, EagerFallback, EagerFallbackWarning, RecaptureWarning
 from .plan import ReplayMismatch
 from .recorder import redrawn
 from .repeat_guard import repeat_guard
@@ -86,6 +86,9 @@ def require_supported_numpy() -> None:
         )
 
 
+PLANS_KEPT = 8  # per compiled function; the least recently used is dropped beyond (torch.compile keeps 8 too)
+
+
 class CompiledFunction:
     """A step function with one captured plan per signature; see :func:`compile`.
 
@@ -105,6 +108,7 @@ class CompiledFunction:
         self._last = None  # (fingerprint, gradient mode, argument keys, entry) of the last replay
         self._repeat = None  # (repeat guard, entry): the plan the next call tries first
         self._guards = {}  # id(entry) -> its repeat guard, or None where it has none (the entries live in _plans)
+        self._warned_recapture = False
         functools.update_wrapper(self, fn)
 
     def __get__(self, instance, owner):
@@ -150,9 +154,10 @@ class CompiledFunction:
             entry = last[3]
         else:
             key = _signature(args, kwargs, fingerprint)
-            entry = self._plans.get(key)
+            entry = self._plans.pop(key, None)
             if entry is None:
                 return None
+            self._plans[key] = entry  # the most recently used last: the first to go is the oldest
             self._last = (fingerprint, key[2], key[0], entry) if not kwargs else None
         if not entry.ready():
             return None
@@ -187,9 +192,29 @@ class CompiledFunction:
             entry = capture_cpu(self.fn, args, kwargs, state)
         self.captures += 1
         self._plans[_signature(args, kwargs, state.fingerprint())] = entry
+        if len(self._plans) > PLANS_KEPT:
+            self._drop_least_recently_used()
         self._last = self._repeat = None
         self._guards = {}  # the state may have been discovered anew: guards are built again from it
         return entry.last_result
+
+    def _drop_least_recently_used(self):
+        """Keep PLANS_KEPT plans (each holds its buffers); say once that calls keep capturing."""
+        oldest = next(iter(self._plans))
+        self._guards.pop(id(self._plans.pop(oldest)), None)
+        if not self._warned_recapture:
+            self._warned_recapture = True
+            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            warnings.warn(
+                f"ndl.compile: {name} has captured {self.captures} plans, so most of its calls run eagerly "
+                f"while capturing, and only the {PLANS_KEPT} most recent plans are kept. Its calls keep "
+                f"finding something new: a model whose tensor attributes are replaced between calls (an "
+                f"eager training step replaces BatchNorm's running statistics), or arguments of a new shape "
+                f"or value each call. Compile the whole training step, or call this function without "
+                f"ndl.compile",
+                RecaptureWarning,
+                stacklevel=4,
+            )
 
     def _after_mismatch(self, entry, mismatch, args, kwargs):
         if not mismatch.undoable:

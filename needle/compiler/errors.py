@@ -17,6 +17,12 @@ class EagerFallbackWarning(UserWarning):
     eagerly (on CUDA: a value read to the host inside the step); calls with that signature run eagerly."""
 
 
+class RecaptureWarning(UserWarning):
+    """Warned once per compiled function when it has captured more plans than it keeps: its calls
+    keep finding something new (most often a model's tensor attribute replaced between calls, as
+    eager training steps replace BatchNorm's running statistics), so most calls capture."""
+
+
 class EagerFallback(Exception):
     """Raised by a capture whose eager call succeeded but whose step cannot be replayed: carries
     the eager call's result and the reason, for :class:`~needle.compiler.compiled.CompiledFunction`."""

@@ -324,3 +324,31 @@ def test_work_that_reads_nothing_that_varies_is_done_once_at_capture():
     step(x, y)
     plan = next(iter(step._plans.values())).plan
     assert plan.constant >= 1
+
+
+def test_a_function_that_captures_at_every_call_keeps_few_plans_and_says_why_once():
+    """An evaluation compiled on its own, between eager training steps that replace BatchNorm's
+    running statistics: every call finds new model attributes and captures. The values stay
+    eager's; the plans kept are bounded; one RecaptureWarning says why."""
+    import warnings
+
+    from needle.compiler.compiled import PLANS_KEPT
+
+    np.random.seed(0)
+    model = nn.Sequential(nn.Linear(12, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4))
+    opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+    evaluate = ndl.compile(lambda x: model(x))
+    (x, y), = batches(8, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(PLANS_KEPT + 4):
+            model.train()
+            opt.reset_grad()
+            nn.SoftmaxLoss()(model(x), y).backward()
+            opt.step()
+            model.eval()
+            got = evaluate(x)
+            assert got.numpy().tobytes() == model(x).numpy().tobytes()
+    assert evaluate.captures == PLANS_KEPT + 4 and len(evaluate._plans) == PLANS_KEPT
+    recaptures = [w for w in caught if issubclass(w.category, ndl.RecaptureWarning)]
+    assert len(recaptures) == 1 and "BatchNorm" in str(recaptures[0].message)
