@@ -181,8 +181,8 @@ def _needed(steps, roots, keep_effects):
 def _constant_steps(steps, varying):
     """Indices of the steps whose results are the same at every replay: they read nothing that
     varies (``varying``: the inputs and the state, then what RNG draws, host calls and the steps
-    reading varying buffers write) and write nothing that a varying step writes too (a buffer
-    made with ``numpy.ones`` and scaled: the seed of a backward pass). The capture ran them; the
+    reading varying buffers write) and write nothing that a varying step writes too (the seed of
+    a backward pass: ``numpy.empty`` filled with ones, then scaled). The capture ran them; the
     buffers they wrote keep those values, which no replay step overwrites."""
     varying = set(varying)
     for step in steps:
