@@ -280,6 +280,8 @@ class Recorder:
         self._add(functools.partial(_setitem, base, index, value), (index, value), (base,))
 
     def value_read(self, array, kind, convert, value):
+        if not self._varies(array):
+            return  # NOTE: a constant the step made (numpy.zeros, filled): the same value at every replay
         frame = _reader_frame(sys._getframe(2))
         where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
         if frame is not None and frame.f_code.co_filename.startswith(_NEEDLE_DIR + os.sep):
@@ -293,6 +295,15 @@ class Recorder:
             f"call (loss = step(x, y); float(loss)), or call the function without ndl.compile",
             where=where,
         )
+
+    def _varies(self, array):
+        """Whether ``array``'s values can differ from call to call: it is, or is computed from, an
+        input, the state, an RNG draw or what a host call leaves."""
+        varying = set(self.known)
+        for step in self.steps:
+            if step.effect or step.reads & varying:
+                varying |= step.writes
+        return id(root(array)) in varying
 
     def _produce_read(self, array):
         pass  # guards keep their array's producers alive through the plan's liveness roots

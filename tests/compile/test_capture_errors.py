@@ -98,3 +98,33 @@ def test_outside_a_capture_a_traced_array_is_a_plain_array():
 def test_compile_needs_a_function():
     with pytest.raises(TypeError, match="ndl.compile needs a function, got int 3"):
         ndl.compile(3)
+
+
+def test_a_python_decision_on_a_constant_the_step_makes_is_no_error():
+    """An array the step makes and fills itself (not from its inputs or state) has the same value at
+    every replay, so reading it into Python is allowed; reading the loss is not (the test above)."""
+    np.random.seed(0)
+    model = nn.Linear(3, 2)
+    opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x):
+        opt.reset_grad()
+        mask = np.zeros(3, dtype=np.float32)
+        mask[1] = 1.0
+        if mask.sum() > 0:
+            x = x * ndl.Tensor(mask)
+        out = model(x)
+        loss = (out * out).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = ndl.compile(step)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)]
+    got = [compiled(ndl.Tensor(x)).numpy().copy() for x in inputs]
+    np.random.seed(0)
+    model = nn.Linear(3, 2)
+    opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+    expected = [step(ndl.Tensor(x)).numpy().copy() for x in inputs]
+    assert compiled.replays == 2 and [a.tobytes() for a in got] == [a.tobytes() for a in expected]
