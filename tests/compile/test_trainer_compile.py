@@ -36,3 +36,26 @@ def test_gradient_clipping_between_the_compiled_backward_and_the_step_matches_ea
     assert compiled.history.column("loss") == eager.history.column("loss")
     assert all(a.tobytes() == b.tobytes() for a, b in zip(eager_weights, weights))
     assert compiled._forward_backward.replays == 13
+
+
+def test_the_main_jobs_cnn_and_lstm_train_alike_compiled():
+    """``train_mnist.py --model cnn|lstm --compile``: a convolution's im2col windows and an LSTM's
+    per-step buffers are part of the replay, so the weights are eager's, bitwise."""
+    from test_models import MODELS
+
+    for kind in ("cnn", "lstm"):
+        make, shape, _ = MODELS[kind]
+        weights = []
+        for compile in (False, True):
+            np.random.seed(0)
+            model = make()
+            opt = ndl.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+            rng = np.random.default_rng(2)
+            batches = [
+                (ndl.Tensor(rng.standard_normal(shape(size)).astype(np.float32)),
+                 ndl.Tensor(rng.integers(0, 3, size), dtype="int64"))
+                for size in (5, 5, 5, 3)
+            ]
+            Trainer(model, opt, progress=False, monitor=False, compile=compile).fit(batches, epochs=2)
+            weights.append([p.numpy().copy() for p in model.parameters()])
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(*weights)), kind
