@@ -48,16 +48,19 @@ def clip_grad_norm(params: Iterable[Tensor] | Tensor, max_norm: float) -> float:
         raise TypeError(
             f"clip_grad_norm takes the parameters, got the module {type(params).__name__}; pass model.parameters()"
         )
+    from ..compiler.traced_array import TracedArray  # NOTE: here: needle.compiler imports the optimizers
+
     params = [p for p in params if p.grad is not None]
-    squares_by_device = {}
+    squares_by_device, captured = {}, False
     for param in params:
         data = param.grad.realize_cached_data()
+        captured = captured or isinstance(data.raw, TracedArray)  # ndl.compile is capturing this call
         flat = data.raw.reshape(-1)
         if flat.dtype.itemsize < 4 or flat.dtype.kind != "f":
             # NOTE: float16 squares overflow at 256 (300**2 is inf); sum them in float32.
             flat = flat.astype("float32")
         squares_by_device.setdefault(data.device, []).append(data.device.xp.vdot(flat, flat))
-    if _captured(params):
+    if captured:
         (squares,) = squares_by_device.values()  # a capture is on the CPU: one device
         return _clip_as_arrays(params, max_norm, sum(squares))
     total = math.sqrt(sum(float(sum(squares)) for squares in squares_by_device.values()))
@@ -67,13 +70,6 @@ def clip_grad_norm(params: Iterable[Tensor] | Tensor, max_norm: float) -> float:
             data = param.grad.realize_cached_data()
             param.grad = Tensor.make_const(NDArray.wrap(data.raw * scale, data.device))
     return total
-
-
-def _captured(params):
-    """Whether ``ndl.compile`` is capturing this call on the CPU (the gradients are traced arrays)."""
-    from ..compiler.traced_array import TracedArray
-
-    return any(isinstance(p.grad.realize_cached_data().raw, TracedArray) for p in params)
 
 
 def _clip_as_arrays(params, max_norm, squares):
