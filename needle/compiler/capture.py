@@ -14,7 +14,7 @@ from ..backend_ndarray import NDArray
 from ..tensor import Tensor
 from .errors import CaptureError
 from .flat_buffers import flatten_gradients, flatten_parameters
-from .optimizer_replay import ReplayedStep
+from .optimizer_replay import ReplayedStep, step_keeping_arrays
 from .plan import Plan
 from .recorder import Recorder, root
 from .state import slots_still_held
@@ -26,9 +26,10 @@ class Capture:
 
     replays_a_plan = True  # its calls count as replays (CompiledFunction.replays)
 
-    def __init__(self, plan, tensor_positions, slots, outputs, last_result):
+    def __init__(self, plan, tensor_positions, slots, outputs, last_result, takes_numpy=False):
         self.plan = plan
-        self.tensor_positions = tensor_positions
+        self.tensor_positions = tensor_positions  # the arguments that are inputs: Tensors, numpy arrays
+        self.takes_numpy = takes_numpy  # whether some of them are numpy arrays
         self.slots = slots  # (owner, attribute, tensor, data, raw, reset): the state after capture
         self.outputs = outputs  # a template: Tensors replaced by ("output", buffer, device)
         self.last_result = last_result
@@ -43,8 +44,8 @@ class Capture:
     def replay(self, args, kwargs):
         for owner, attribute, tensor in self._fresh:
             setattr(owner, attribute, tensor)  # as backward() does: .grad is this step's gradient
-        if kwargs:
-            arrays = [_argument(args, kwargs, position).cached_data.raw for position in self.tensor_positions]
+        if kwargs or self.takes_numpy:
+            arrays = [_input_array(_argument(args, kwargs, position)) for position in self.tensor_positions]
         else:
             arrays = [args[position].cached_data.raw for position in self.tensor_positions]
         plan = self.plan
@@ -67,6 +68,12 @@ def capture_cpu(fn, args, kwargs, state):
     tensor_positions, input_buffers = [], []
 
     def traced_input(position, value):
+        if is_input_array(value):  # a numpy batch: an input like a Tensor's array
+            buffer = value.copy()
+            recorder.know(buffer)
+            tensor_positions.append(position)
+            input_buffers.append(buffer)
+            return buffer.view(TracedArray)
         if not isinstance(value, Tensor):
             return value
         data = value.realize_cached_data()
@@ -101,7 +108,7 @@ def capture_cpu(fn, args, kwargs, state):
                     swapped[id(data)] = (data, raw)
                     recorder.know(raw)
                     data.raw = raw.view(TracedArray)
-        before.append((owner, attribute, tensor, raw))
+        before.append((owner, attribute, tensor, tensor.cached_data if tensor is not None else None, raw))
 
     optimizers = {id(opt): opt for opt in state.optimizers}
     original_gradients = Optimizer._gradients_and_sources  # what every step reads its gradients through
@@ -144,7 +151,7 @@ def capture_cpu(fn, args, kwargs, state):
     flatten_gradients(recorder, state.optimizers, protected)
     slots, writebacks = [], []
     read = set().union(*(step.reads for step in recorder.steps)) if recorder.steps else set()
-    for owner, attribute, tensor_before, raw_before in before:
+    for owner, attribute, tensor_before, data_before, raw_before in before:
         tensor = getattr(owner, attribute, None)
         data = tensor.cached_data if tensor is not None else None
         raw = data.raw if data is not None else None
@@ -159,9 +166,12 @@ def capture_cpu(fn, args, kwargs, state):
             # NOTE: state the step replaces by a new tensor (BatchNorm's running statistics) keeps
             # its tensor: each replay copies the new values into it, so every plan of this function
             # sees the same state, and the signature does not change from call to call.
+            # A tensor given a new array (``p.data = p.data - lr * p.grad``) keeps its array the same way.
             writebacks.append((raw, raw_before))
             setattr(owner, attribute, tensor_before)
-            tensor, data, raw = tensor_before, tensor_before.cached_data, raw_before
+            if tensor_before.cached_data is not data_before:
+                tensor_before._replace_data(data_before)  # Plan() copies the capture's values in
+            tensor, data, raw = tensor_before, data_before, raw_before
         elif replaced and reads_before:  # a gradient accumulated into: the next replay reads this one
             writebacks.append((raw, raw_before))
         if raw is not None and isinstance(raw, numpy.ndarray):
@@ -174,11 +184,12 @@ def capture_cpu(fn, args, kwargs, state):
         buffers={**recorder.produced, **recorder.known, **{id(buffer): buffer for buffer in input_buffers}},
     )
     _mark_deferred(outputs, plan.deferred_outputs)
-    return Capture(plan, tensor_positions, slots, outputs, _rebuild(outputs))
+    takes_numpy = any(is_input_array(_argument(args, kwargs, position)) for position in tensor_positions)
+    return Capture(plan, tensor_positions, slots, outputs, _rebuild(outputs), takes_numpy)
 
 
 def _host_step(recorder, opt):
-    step = type(opt).step.__get__(opt)
+    step = step_keeping_arrays(opt)
 
     def host_step():
         recorder.host_call(step, lambda: _optimizer_arrays(opt), replay=ReplayedStep(opt))
@@ -201,6 +212,18 @@ def _untrace(tensor):
     data = tensor.cached_data
     if isinstance(data, NDArray) and isinstance(data.raw, TracedArray):
         data.raw = data.raw.view(numpy.ndarray)
+
+
+INPUT_ARRAY_KINDS = "biuf"  # the dtype kinds of numpy arguments taken as inputs (others are Python values)
+
+
+def is_input_array(value):
+    """Whether ``value`` is a numpy array that a capture takes as an input (by shape and dtype)."""
+    return value.__class__ is numpy.ndarray and value.dtype.kind in INPUT_ARRAY_KINDS
+
+
+def _input_array(value):
+    return value if value.__class__ is numpy.ndarray else value.cached_data.raw
 
 
 def _argument(args, kwargs, position):

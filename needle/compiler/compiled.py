@@ -6,8 +6,8 @@ import numpy
 
 from ..grad_mode import GRAD_MODE
 from ..tensor import Tensor
-from .capture import capture_cpu
-from .cuda_graph import capture_cuda, is_cuda_argument
+from .capture import INPUT_ARRAY_KINDS, capture_cpu
+from .cuda_graph import capture_cuda, holds_cuda_state, is_cuda_argument
 from .eager_entry import EagerEntry
 from .errors import CaptureError, EagerFallback, EagerFallbackWarning, RecaptureWarning
 from .plan import ReplayMismatch
@@ -20,7 +20,8 @@ def compile(fn=None):
     """Capture ``fn`` (a training step) once per signature and replay it as a static plan.
 
     The first call with a new signature (the shapes, dtypes, devices and ``requires_grad`` of the
-    Tensor arguments, the other arguments' values, whether gradients are enabled, and every
+    Tensor arguments, the shapes and dtypes of numpy-array arguments, which are inputs too, the
+    other arguments' values, whether gradients are enabled, and every
     attribute of the models the function reaches, ``training`` included) runs ``fn`` eagerly while recording each array operation of
     the forward, the backward and the update. Later calls with that signature replay the
     recording: the inputs are copied into buffers allocated at capture and each operation runs
@@ -29,7 +30,9 @@ def compile(fn=None):
     state dict take effect. Dropout draws fresh masks from numpy's global RNG at every replay.
     The first capture moves each optimizer's parameters into one flat buffer per dtype (values
     kept, each parameter's array a view of it), so that a replayed update is one call over all of
-    them (:mod:`needle.compiler.flat_buffers`).
+    them (:mod:`needle.compiler.flat_buffers`). An update that gives a parameter a new array
+    (``p.data = p.data - lr * p.grad``, in an optimizer of your own or in ``fn``) keeps the
+    parameter's array, with the new values copied in, so the plan stays valid.
 
     Python side effects in ``fn`` (printing, appending to a list, counting calls) happen only
     while capturing, as with ``jax.jit`` and tinygrad's ``TinyJit``. Reading a tensor's value
@@ -181,7 +184,7 @@ class CompiledFunction:
 
     def _capture(self, args, kwargs):
         self._state = state = discover(self.fn, args, kwargs)
-        if is_cuda_argument(args, kwargs):
+        if is_cuda_argument(args, kwargs) or holds_cuda_state(state):
             try:
                 entry = capture_cuda(self.fn, args, kwargs, state)
             except EagerFallback as fallback:
@@ -240,6 +243,8 @@ def _signature(args, kwargs, fingerprint):
 
 
 def _argument_key(value):
+    if value.__class__ is numpy.ndarray and value.dtype.kind in INPUT_ARRAY_KINDS:
+        return ("array", value.shape, value.dtype)  # an input, like a Tensor's array (as jax.jit takes them)
     if isinstance(value, Tensor):
         data = value.cached_data
         if data is None:

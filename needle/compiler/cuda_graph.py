@@ -32,7 +32,8 @@ import numpy
 
 from ..backend_ndarray.captured_gemm import NotCapturable
 from .errors import EagerFallback
-from .state import keep_replaced_tensors, slots_still_held
+from .optimizer_replay import step_keeping_arrays
+from .state import keep_replaced_tensors, read_slots, slots_still_held
 
 
 class KeptAllocations:
@@ -203,9 +204,19 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
 
     # NOTE: this call's step runs eagerly; it also makes lazily made state (optimizer moments,
     # compiled kernels) before the capture, which records a step without running it.
-    state_before = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots if name != "grad"]
+    state_before = read_slots([(owner, name) for owner, name in state.slots if name != "grad"])
     eager_result = fn(*args, **kwargs)
     keep_replaced_tensors(state_before)  # the attributes the plan's signature was taken with
+    on_host = host_arguments(args, kwargs) if _state_off_host(state) else ()
+    if on_host:
+        # NOTE: a graph would upload the capture's copy of a host batch at every launch
+        raise EagerFallback(
+            f"ndl.compile: the step runs on CUDA but its argument {', '.join(map(repr, on_host))} holds host "
+            f"data (a numpy array or a CPU Tensor), which a CUDA graph would upload as captured at every "
+            f"launch, so calls with this signature run eagerly. Move the batch to the GPU before the call "
+            f"(x.to(ndl.cuda()), or ndl.Tensor(x, device=ndl.cuda())) to have them replayed",
+            _detached(eager_result),
+        )
     device_args = [device_input(i, v) for i, v in enumerate(args)]
     device_kwargs = {k: device_input(k, v) for k, v in kwargs.items()}
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -217,7 +228,7 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
         device_array.set(host_array, stream=cupy.cuda.get_current_stream())
 
     host_uploads = HostUploads(upload, Device, cpu())
-    after_eager = [(owner, name, getattr(owner, name, None)) for owner, name in state.slots]
+    after_eager = read_slots(state.slots)
     random_state = numpy.random.get_state()  # the capture's draws (a Dropout mask) are not eager's
     try:
         gemm = CapturedGemm()
@@ -227,7 +238,7 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
         ) from None
     updates = []
     for opt in state.optimizers:
-        step = type(opt).step.__get__(opt)
+        step = step_keeping_arrays(opt)
         opt.step = lambda opt=opt, step=step: _record_step(GraphUpdate.record, opt, step, segments, updates, upload)
     try:
         # NOTE: CuPy refuses cuBLAS while a stream captures: this thread's products call it directly
@@ -293,9 +304,47 @@ def _fallback_reason(error, cuda_error):
 
 
 def _restore(slots):
-    """Set each (owner, attribute, tensor) back: a failed capture leaves the eager call's state."""
-    for owner, name, tensor in slots:
+    """Set each (owner, attribute, tensor, array) of :func:`read_slots` back: a failed capture
+    leaves the eager call's state."""
+    for owner, name, tensor, data in slots:
         setattr(owner, name, tensor)
+        if tensor is not None and tensor.cached_data is not data:
+            tensor._replace_data(data)
+
+
+def holds_cuda_state(state):
+    """Whether a tensor of the step's state (a model's parameter) lives on a CUDA device: such a
+    step is a CUDA capture even when its arguments are host data."""
+    for owner, attribute in state.slots:
+        tensor = getattr(owner, attribute, None)
+        data = tensor.cached_data if tensor is not None else None
+        if data is not None and hasattr(data, "raw") and not isinstance(data.raw, numpy.ndarray):
+            return True
+    return False
+
+
+def _state_off_host(state):
+    """Whether a tensor of the state lives on a device other than the CPU."""
+    for owner, attribute in state.slots:
+        tensor = getattr(owner, attribute, None)
+        data = tensor.cached_data if tensor is not None else None
+        if data is not None and getattr(getattr(data, "device", None), "name", "cpu") != "cpu":
+            return True
+    return False
+
+
+def host_arguments(args, kwargs):
+    """The positions (names for keywords) of the arguments that hold host data: numpy arrays
+    and Tensors on the CPU."""
+    from ..tensor import Tensor
+
+    found = []
+    for position, value in list(enumerate(args)) + list(kwargs.items()):
+        if isinstance(value, numpy.ndarray):
+            found.append(position)
+        elif isinstance(value, Tensor) and value.realize_cached_data().device.name == "cpu":
+            found.append(position)
+    return found
 
 
 def is_cuda_argument(args, kwargs):

@@ -1,6 +1,6 @@
 """A signature that ``ndl.compile`` runs eagerly: its step ran correctly but cannot be replayed."""
 from .capture import _detached
-from .state import keep_replaced_tensors
+from .state import keep_replaced_tensors, read_slots
 
 
 class EagerEntry:
@@ -25,7 +25,7 @@ class EagerEntry:
         return True
 
     def replay(self, args, kwargs):
-        before = [(owner, name, getattr(owner, name, None)) for owner, name in self.slots]
+        before = read_slots(self.slots)
         result = self.fn(*args, **kwargs)
         keep_replaced_tensors(before)  # the same attributes, so the next call finds this entry again
         return _detached(result)

@@ -9,6 +9,7 @@ kernel that ``step()`` calls, so results stay bitwise equal. Anything replaced (
 state dict, a new momentum, a parameter given no gradient) makes that call a full ``opt.step()``.
 """
 from .flat_buffers import flat_state, same_layout
+from .state import restore_arrays
 
 
 class ReplayedStep:
@@ -30,7 +31,7 @@ class ReplayedStep:
 
     def __init__(self, opt):
         self.opt = opt
-        self.full_step = type(opt).step.__get__(opt)
+        self.full_step = step_keeping_arrays(opt)
         self.fast = None
 
     def __call__(self):
@@ -39,6 +40,22 @@ class ReplayedStep:
             return
         self.full_step()
         self.fast = _resolve(self.opt)
+
+
+def step_keeping_arrays(opt):
+    """``opt``'s own step, after which each parameter still holds the array it held before: a step
+    that gives parameters new arrays (``p.data = p.data - lr * p.grad``, as course-written
+    optimizers do) has the new values copied into the old ones, which a plan's steps read
+    (:func:`~needle.compiler.state.restore_arrays`)."""
+    step = type(opt).step.__get__(opt)
+    params = opt.params
+
+    def step_in_place():
+        before = [(param, param.cached_data) for param in params]
+        step()
+        restore_arrays(before)
+
+    return step_in_place
 
 
 def _resolve(opt):

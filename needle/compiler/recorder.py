@@ -35,6 +35,19 @@ RANDOM_FUNCTIONS = (
 # are wrapped while a capture runs, and what the step writes into their arrays is recorded too
 # (``cells[t] = c`` into ``numpy.empty(...)``: an assignment into a plain array reports nothing).
 CONSTRUCTORS = {"empty": None, "zeros": 0, "ones": 1, "full": "fill_value"}
+# numpy's functions that copy or convert an array without numpy's dispatch (they hand back a plain
+# array): wrapped too, so that ``numpy.asarray(x)`` of a step's array stays the step's array.
+COPIERS = ("array", "asarray", "ascontiguousarray", "asfortranarray")
+
+
+def _holds_traced(values):
+    """Whether a TracedArray is among ``values`` (also inside nested lists and tuples)."""
+    for value in values:
+        if isinstance(value, TracedArray):
+            return True
+        if type(value) in (list, tuple) and _holds_traced(value):
+            return True
+    return False
 
 
 def root(array):
@@ -155,6 +168,9 @@ class Recorder:
         for name, fill in CONSTRUCTORS.items() if self.constructors else ():
             original = self._saved_constructors[name] = getattr(numpy, name)
             setattr(numpy, name, self._constructor(original, fill))
+        for name in COPIERS if self.constructors else ():
+            original = self._saved_constructors[name] = getattr(numpy, name)
+            setattr(numpy, name, self._copier(original))
 
     def stop(self):
         if traced_array.RECORDER is self:
@@ -350,6 +366,23 @@ class Recorder:
             return result.view(TracedArray)
 
         return make
+
+    def _copier(self, original):
+        """``original`` (``numpy.asarray``...), recorded like a numpy function when the capturing
+        thread gives it a step's array (a view stays a traced view, a copy becomes a step)."""
+        recorder = self
+
+        @functools.wraps(original)
+        def copy(*args, **kwargs):
+            if (
+                traced_array.RECORDER is not recorder or recorder.paused
+                or threading.get_ident() != recorder.thread or not _holds_traced(args)
+            ):
+                return original(*args, **kwargs)
+            plain_args, plain_kwargs = traced_array.plain(args), traced_array.plain(kwargs)
+            return recorder.function(original, plain_args, plain_kwargs, takes_out=False)
+
+        return copy
 
     def _random(self, original):
         recorder = self

@@ -27,8 +27,11 @@ Example:
     >>> step._repeat[0]((x,))
     False
 """
+import numpy
+
 from ..grad_mode import GRAD_MODE
 from ..tensor import Tensor
+from .capture import INPUT_ARRAY_KINDS
 
 _MISSING = object()
 
@@ -37,8 +40,10 @@ def repeat_guard(args, state, entry):
     """A function of a call's positional arguments: True when that call has the signature and the
     state of this one (positional ``args`` with ``state``'s models, replayed by ``entry``, a
     :class:`~needle.compiler.capture.Capture`), else False. None when the arguments include
-    anything but Tensors, for which the full path's checks stay the only ones."""
-    lines, constants = [f"if len(args) != {len(args)}: return False"], {"GRAD_MODE": GRAD_MODE, "MISSING": _MISSING}
+    anything but Tensors and numpy batches, for which the full path's checks stay the only ones."""
+    lines, constants = [f"if len(args) != {len(args)}: return False"], {
+        "GRAD_MODE": GRAD_MODE, "MISSING": _MISSING, "ndarray": numpy.ndarray,
+    }
 
     def constant(value):
         name = f"c{len(constants)}"
@@ -46,6 +51,13 @@ def repeat_guard(args, state, entry):
         return name
 
     for index, value in enumerate(args):
+        if value.__class__ is numpy.ndarray and value.dtype.kind in INPUT_ARRAY_KINDS:
+            lines += [  # a numpy batch: an input, by class, shape and dtype
+                f"a = args[{index}]",
+                "if a.__class__ is not ndarray: return False",
+                f"if a.shape != {constant(value.shape)} or a.dtype != {constant(value.dtype)}: return False",
+            ]
+            continue
         if not isinstance(value, Tensor) or value.cached_data is None:
             return None
         data = value.cached_data

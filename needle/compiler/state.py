@@ -9,6 +9,8 @@ import itertools
 import operator
 import types
 
+from ..backend_ndarray import NDArray
+
 _SCALARS = (bool, int, float, str, type(None))
 
 
@@ -87,24 +89,57 @@ def slots_still_held(expected_slots):
     return True
 
 
-def keep_replaced_tensors(before):
-    """Give back the tensors a call replaced, holding the new values.
+def read_slots(slots):
+    """(owner, attribute, tensor, array) for each (owner, attribute) of ``slots``, as they are now:
+    what :func:`keep_replaced_tensors` compares a call's state with."""
+    held = []
+    for owner, name in slots:
+        tensor = getattr(owner, name, None)
+        held.append((owner, name, tensor, tensor.cached_data if tensor is not None else None))
+    return held
 
-    ``before`` is a list of (owner, attribute, tensor) read before the call. Each attribute the
-    call set to a new tensor of the same shape and dtype (BatchNorm's running statistics) gets its
-    old tensor back, with the new values copied into its array: the models' attributes, and so the
-    signature of the next call, stay the same from call to call. During a CUDA capture the copy is
+
+def keep_replaced_tensors(before):
+    """Give back the tensors and arrays a call replaced, holding the new values.
+
+    ``before`` is :func:`read_slots` of the state before the call. Each attribute the call set to
+    a new tensor of the same shape and dtype (BatchNorm's running statistics) gets its old tensor
+    back, and each tensor the call gave a new array (``p.data = p.data - lr * p.grad``, as
+    course-written updates do) gets its old array back, with the new values copied in: the
+    models' attributes, and so the signature of the next call, stay the same from call to call,
+    and a plan's steps stay bound to the arrays they read. During a CUDA capture the copy is
     recorded, so every replay makes it.
     """
-    for owner, name, tensor in before:
+    for owner, name, tensor, data in before:
         current = getattr(owner, name, None)
-        if tensor is None or current is None or current is tensor:
+        if tensor is None or current is None:
+            continue
+        if current is tensor:
+            restore_arrays(((tensor, data),))
             continue
         old, new = tensor.realize_cached_data().raw, current.realize_cached_data().raw
         if old.shape != new.shape or old.dtype != new.dtype:
             continue
         old[...] = new
         setattr(owner, name, tensor)
+
+
+def restore_arrays(before):
+    """Give each tensor of ``before`` ((tensor, array) pairs read before a call) its array back where
+    the call replaced it by one of the same shape, dtype and device, with the new values copied in.
+
+    A course-written update (``p.data = p.data - lr * p.grad``) gives a parameter a new array at
+    every step, while a plan's steps are bound to the array the capture saw. An array of another
+    shape or dtype is left: the next call captures anew.
+    """
+    for tensor, data in before:
+        current = tensor.cached_data
+        if current is data or not isinstance(current, NDArray) or not isinstance(data, NDArray):
+            continue
+        if current.shape != data.shape or current.dtype != data.dtype or current.device != data.device:
+            continue
+        data.raw[...] = current.raw
+        tensor._replace_data(data)
 
 
 def discover(fn, args, kwargs):

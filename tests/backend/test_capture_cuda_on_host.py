@@ -119,3 +119,42 @@ def test_capture_cuda_puts_the_update_and_the_masks_in_one_graph(monkeypatch):
     assert not np.array_equal(weight.numpy(), before), "the recorded update ran at the launches"
     opt.load_state_dict(opt.state_dict())
     assert not entry.ready(), "new moments: the graph would update the old ones"
+
+
+def test_a_step_on_the_gpu_given_host_batches_runs_eagerly_and_says_how_to_replay_it(monkeypatch):
+    """A model on the GPU, a batch passed as a numpy array or a CPU Tensor and moved inside the
+    step: a graph would upload the capture's batch at every launch, so the capture falls back
+    (the eager result, once), naming the arguments and the fix."""
+    import sys
+
+    from needle import nn
+    from needle.backend_ndarray import captured_gemm
+    from needle.compiler import cuda_graph
+    from needle.compiler.errors import EagerFallback
+    from needle.compiler.state import discover
+
+    tape = Tape()
+    gpu, cupy = stand_in_gpu(tape)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(captured_gemm, "CapturedGemm", lambda: np.matmul)
+    np.random.seed(0)
+    model = nn.Sequential(nn.Linear(6, 3, device=gpu))
+    opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.reset_grad()
+        loss = nn.SoftmaxLoss()(model(ndl.Tensor(x, device=gpu)), ndl.Tensor(y, device=gpu, dtype="int64"))
+        loss.backward()
+        opt.step()
+        return loss
+
+    rng = np.random.default_rng(0)
+    x = ndl.Tensor(rng.standard_normal((5, 6)).astype(np.float32))  # on the CPU
+    y = rng.integers(0, 3, 5)  # numpy
+    weight = model.modules[0].weight.numpy().copy()
+    with pytest.raises(EagerFallback) as fallback:
+        cuda_graph.capture_cuda(step, (x, y), {}, discover(step, (x, y), {}))
+    assert "argument 0, 1 holds host data" in fallback.value.reason
+    assert "x.to(ndl.cuda())" in fallback.value.reason
+    assert not np.array_equal(model.modules[0].weight.numpy(), weight), "the eager call trained a step"
+    assert np.isfinite(fallback.value.eager_result.numpy()).all()

@@ -76,3 +76,26 @@ def test_a_step_that_runs_eagerly_keeps_its_signature_from_call_to_call(monkeypa
     assert model.modules[1].running_mean is running_mean
     assert len(set(losses)) == 4  # every call trained a step
     assert np.isfinite(losses).all()
+
+
+def test_a_step_whose_model_is_on_cuda_goes_to_the_cuda_capture_whatever_its_arguments(monkeypatch):
+    import numpy as np
+    import pytest
+
+    import needle as ndl
+    from needle.compiler import compiled as compiled_module
+    from needle.compiler.errors import EagerFallback
+
+    model = ndl.nn.Linear(2, 1)
+    captured = []
+
+    def cuda_capture(fn, args, kwargs, state):
+        captured.append(state.modules)
+        raise EagerFallback("ndl.compile: host data", fn(*args, **kwargs).detach())
+
+    monkeypatch.setattr(compiled_module, "holds_cuda_state", lambda state: any(state.modules))
+    monkeypatch.setattr(compiled_module, "capture_cuda", cuda_capture)
+    step = ndl.compile(lambda x: model(ndl.Tensor(x)))
+    with pytest.warns(ndl.EagerFallbackWarning, match="host data"):
+        step(np.ones((3, 2), np.float32))
+    assert captured == [[model]]

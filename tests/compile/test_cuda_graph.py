@@ -78,14 +78,24 @@ def test_numpy_arguments_are_not_cuda_arguments():
     assert not cuda_graph.is_cuda_argument((ndl.Tensor(np.ones(2)), 3), {"y": ndl.Tensor(np.ones(1))})
 
 
-def test_restore_sets_every_slot_back():
+def test_restore_sets_every_slot_and_array_back():
+    import numpy as np
+
+    import needle as ndl
+
     class Owner:
         pass
 
     owner = Owner()
-    owner.weight, owner.grad = "replaced", "garbage"
-    cuda_graph._restore([(owner, "weight", "kept"), (owner, "grad", None)])
-    assert owner.weight == "kept" and owner.grad is None
+    kept, updated = ndl.Tensor(np.ones(2)), ndl.Tensor(np.zeros(3))
+    updated_array = updated.cached_data
+    owner.weight, owner.bias, owner.grad = ndl.Tensor(np.full(2, 5.0)), updated, "garbage"
+    updated.data = ndl.Tensor(np.full(3, 7.0))  # the failed capture gave it a new array
+    cuda_graph._restore(
+        [(owner, "weight", kept, kept.cached_data), (owner, "bias", updated, updated_array), (owner, "grad", None, None)]
+    )
+    assert owner.weight is kept and owner.bias is updated and owner.grad is None
+    assert updated.cached_data is updated_array and updated.numpy().tolist() == [0.0, 0.0, 0.0]
 
 
 class InvalidatedStream(FakeStream):
@@ -332,3 +342,24 @@ def test_the_repeat_guard_asks_the_plans_own_checks_too():
     assert guard(args)
     update.is_ready = False
     assert not guard(args)
+
+
+def test_a_model_on_cuda_makes_a_cuda_capture_even_with_host_arguments():
+    """A step whose batch arrives as numpy or CPU Tensors but whose model is on the GPU must not
+    go to the CPU capture, which records numpy operations only (it would replay nothing of the
+    GPU's work): its state decides."""
+    import types
+
+    import numpy as np
+
+    import needle as ndl
+    from needle.backend_ndarray import NDArray
+
+    class DeviceArray:  # anything but a numpy array, as CuPy's are
+        shape, dtype = (2,), np.dtype("float32")
+
+    on_gpu = ndl.Tensor(np.ones(2, np.float32))
+    on_gpu.cached_data = NDArray.wrap(DeviceArray(), on_gpu.device)
+    holder = types.SimpleNamespace(weight=on_gpu, bias=ndl.Tensor(np.ones(2, np.float32)))
+    assert cuda_graph.holds_cuda_state(types.SimpleNamespace(slots=[(holder, "bias"), (holder, "weight")]))
+    assert not cuda_graph.holds_cuda_state(types.SimpleNamespace(slots=[(holder, "bias"), (holder, "missing")]))
