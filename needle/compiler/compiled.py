@@ -6,7 +6,9 @@ import numpy
 
 from ..grad_mode import GRAD_MODE
 from ..tensor import Tensor
-from .capture import INPUT_ARRAY_KINDS, capture_cpu
+from ..backend_ndarray import products
+from . import traced_array
+from .capture import INPUT_ARRAY_KINDS, _detached, capture_cpu
 from .cuda_graph import capture_cuda, holds_cuda_state, is_cuda_argument
 from .eager_entry import EagerEntry
 from .errors import CaptureError, EagerFallback, EagerFallbackWarning, RecaptureWarning
@@ -125,6 +127,8 @@ class CompiledFunction:
         return bound[1]
 
     def __call__(self, *args, **kwargs):
+        if traced_array.RECORDER is not None or products._CAPTURE is not None:
+            return self._inside_a_capture(args, kwargs)
         repeat = self._repeat
         if repeat is not None and not kwargs and repeat[0](args):
             entry = repeat[1]  # the last call's plan: its signature and state checked in one call
@@ -137,7 +141,16 @@ class CompiledFunction:
         except ReplayMismatch as mismatch:
             return self._after_mismatch(entry, mismatch, args, kwargs)
         self.replays += entry.replays_a_plan
+        for owner, name, value in entry.attribute_writes:
+            setattr(owner, name, value)  # what the capturing call set (model.train() inside the step)
         return result
+
+    def _inside_a_capture(self, args, kwargs):
+        """A call made while a step is being captured (this function called by another compiled
+        one): run inline, so that the capture records its operations, returning its results
+        without a graph as a replay would. (A replay of its own would compute on plain buffers
+        that the outer capture cannot see.)"""
+        return _detached(self.fn(*args, **kwargs))
 
     def _checked_entry(self, args, kwargs):
         """The plan this call replays, by the full checks (signature, then state); None when the call
@@ -184,6 +197,11 @@ class CompiledFunction:
 
     def _capture(self, args, kwargs):
         self._state = state = discover(self.fn, args, kwargs)
+        # NOTE: the plan is kept under the signature the call came with: a step that switches its
+        # model's mode (model.train() inside) changes the models' attributes, and a replay sets them
+        # as the capture left them (entry.attribute_writes).
+        before = state.attribute_values()
+        key = _signature(args, kwargs, state.fingerprint())
         if is_cuda_argument(args, kwargs) or holds_cuda_state(state):
             try:
                 entry = capture_cuda(self.fn, args, kwargs, state)
@@ -194,30 +212,43 @@ class CompiledFunction:
         else:
             entry = capture_cpu(self.fn, args, kwargs, state)
         self.captures += 1
-        self._plans[_signature(args, kwargs, state.fingerprint())] = entry
+        entry.attribute_writes = state.scalar_writes(before)
+        self._plans[key] = entry
         if len(self._plans) > PLANS_KEPT:
-            self._drop_least_recently_used()
+            self._drop_least_recently_used(entry.attribute_writes)
         self._last = self._repeat = None
         self._guards = {}  # the state may have been discovered anew: guards are built again from it
         return entry.last_result
 
-    def _drop_least_recently_used(self):
-        """Keep PLANS_KEPT plans (each holds its buffers); say once that calls keep capturing."""
+    def _drop_least_recently_used(self, last_writes):
+        """Keep PLANS_KEPT plans (each holds its buffers); say once that calls keep capturing
+        (``last_writes``: the model attributes the latest capture set, a likely cause)."""
         oldest = next(iter(self._plans))
         self._guards.pop(id(self._plans.pop(oldest)), None)
-        if not self._warned_recapture:
-            self._warned_recapture = True
-            name = getattr(self.fn, "__qualname__", repr(self.fn))
-            warnings.warn(
-                f"ndl.compile: {name} has captured {self.captures} plans, so most of its calls run eagerly "
-                f"while capturing, and only the {PLANS_KEPT} most recent plans are kept. Its calls keep "
-                f"finding something new: a model whose tensor attributes are replaced between calls (an "
-                f"eager training step replaces BatchNorm's running statistics), or arguments of a new shape "
-                f"or value each call. Compile the whole training step, or call this function without "
-                f"ndl.compile",
-                RecaptureWarning,
-                stacklevel=4,
+        if self._warned_recapture:
+            return
+        self._warned_recapture = True
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        if last_writes:
+            written = ", ".join(f"{type(owner).__name__}.{attribute} (to {value!r})" for owner, attribute, value in last_writes)
+            cause = (
+                f"The step itself sets {written}, and the next call, which comes with that value, is a new "
+                f"signature: a model attribute the step changes at every call (a counter) cannot be replayed. "
+                f"Keep such values outside the compiled function"
             )
+        else:
+            cause = (
+                "Its calls keep finding something new: a model whose tensor attributes are replaced between "
+                "calls (an eager training step replaces BatchNorm's running statistics), or arguments of a new "
+                "shape or value each call. Compile the whole training step, or call this function without "
+                "ndl.compile"
+            )
+        warnings.warn(
+            f"ndl.compile: {name} has captured {self.captures} plans, so most of its calls run eagerly while "
+            f"capturing, and only the {PLANS_KEPT} most recent plans are kept. {cause}",
+            RecaptureWarning,
+            stacklevel=4,
+        )
 
     def _after_mismatch(self, entry, mismatch, args, kwargs):
         if not mismatch.undoable:

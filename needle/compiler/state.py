@@ -12,6 +12,7 @@ import types
 from ..backend_ndarray import NDArray
 
 _SCALARS = (bool, int, float, str, type(None))
+_MISSING = object()
 
 
 class Held:
@@ -58,6 +59,24 @@ class StepState:
         # touches only the values. A module whose ``__dict__`` is replaced wholesale (not done by
         # needle, nor by assigning attributes) is not noticed.
         self._views = [vars(module).values() for module in modules]
+
+    def attribute_values(self):
+        """Every module's attributes as they are now (a dict per module), for :meth:`scalar_writes`."""
+        return [dict(vars(module)) for module in self.modules]
+
+    def scalar_writes(self, before):
+        """``(module, name, value)`` for each attribute that has been set to another number, string,
+        bool or None since ``before`` (:meth:`attribute_values`): what a replay sets again, as the
+        call that captured set it (``model.eval()`` inside a step)."""
+        writes = []
+        for module, values in zip(self.modules, before):
+            for name, value in vars(module).items():
+                old = values.get(name, _MISSING)
+                if old is value or type(value) not in _SCALARS:
+                    continue
+                if type(old) is not type(value) or old != value:
+                    writes.append((module, name, value))
+        return tuple(writes)
 
     def fingerprint(self):
         """What the plan depends on: every module attribute (numbers by value, objects by identity).
