@@ -23,7 +23,8 @@ def compile(fn=None):
 
     The first call with a new signature (the shapes, dtypes, devices and ``requires_grad`` of the
     Tensor arguments, the shapes and dtypes of numpy-array arguments, which are inputs too, the
-    other arguments' values, whether gradients are enabled, and every
+    other arguments' values, whether gradients are enabled, the objects behind the global names
+    and closure variables ``fn`` reads (:mod:`needle.compiler.sources`), and every
     attribute of the models the function reaches, ``training`` included) runs ``fn`` eagerly while recording each array operation of
     the forward, the backward and the update. Later calls with that signature replay the
     recording: the inputs are copied into buffers allocated at capture and each operation runs
@@ -157,7 +158,7 @@ class CompiledFunction:
         must capture. Keeps the repeat guard of the plan chosen (:mod:`needle.compiler.repeat_guard`)."""
         require_supported_numpy()
         state = self._state
-        if state is None:
+        if state is None or not state.sources.unchanged():  # a global or closure variable rebound: new state
             state = self._state = discover(self.fn, args, kwargs)
         fingerprint = state.fingerprint()
         last = self._last
@@ -200,7 +201,7 @@ class CompiledFunction:
         # NOTE: the plan is kept under the signature the call came with: a step that switches its
         # model's mode (model.train() inside) changes the models' attributes, and a replay sets them
         # as the capture left them (entry.attribute_writes).
-        before = state.attribute_values()
+        before, sources_before = state.attribute_values(), state.sources.read()
         key = _signature(args, kwargs, state.fingerprint())
         if is_cuda_argument(args, kwargs) or holds_cuda_state(state):
             try:
@@ -215,14 +216,17 @@ class CompiledFunction:
         entry.attribute_writes = state.scalar_writes(before)
         self._plans[key] = entry
         if len(self._plans) > PLANS_KEPT:
-            self._drop_least_recently_used(entry.attribute_writes)
+            writes = [f"{type(owner).__name__}.{name} (to {value!r})" for owner, name, value in entry.attribute_writes]
+            writes += [f"{name} (to {value!r})" for name, value in state.sources.changed_since(sources_before)]
+            self._drop_least_recently_used(writes)
         self._last = self._repeat = None
         self._guards = {}  # the state may have been discovered anew: guards are built again from it
         return entry.last_result
 
     def _drop_least_recently_used(self, last_writes):
         """Keep PLANS_KEPT plans (each holds its buffers); say once that calls keep capturing
-        (``last_writes``: the model attributes the latest capture set, a likely cause)."""
+        (``last_writes``: the model attributes and globals the latest capture set, described: a
+        likely cause)."""
         oldest = next(iter(self._plans))
         self._guards.pop(id(self._plans.pop(oldest)), None)
         if self._warned_recapture:
@@ -230,18 +234,17 @@ class CompiledFunction:
         self._warned_recapture = True
         name = getattr(self.fn, "__qualname__", repr(self.fn))
         if last_writes:
-            written = ", ".join(f"{type(owner).__name__}.{attribute} (to {value!r})" for owner, attribute, value in last_writes)
             cause = (
-                f"The step itself sets {written}, and the next call, which comes with that value, is a new "
-                f"signature: a model attribute the step changes at every call (a counter) cannot be replayed. "
-                f"Keep such values outside the compiled function"
+                f"The step itself sets {', '.join(last_writes)}, and the next call, which comes with that value, "
+                f"is a new signature: a model attribute or global the step changes at every call (a counter) "
+                f"cannot be replayed. Keep such values outside the compiled function"
             )
         else:
             cause = (
                 "Its calls keep finding something new: a model whose tensor attributes are replaced between "
-                "calls (an eager training step replaces BatchNorm's running statistics), or arguments of a new "
-                "shape or value each call. Compile the whole training step, or call this function without "
-                "ndl.compile"
+                "calls (an eager training step replaces BatchNorm's running statistics), arguments of a new "
+                "shape or value each call, or a global or closure variable it reads rebound to a new object "
+                "each call. Compile the whole training step, or call this function without ndl.compile"
             )
         warnings.warn(
             f"ndl.compile: {name} has captured {self.captures} plans, so most of its calls run eagerly while "

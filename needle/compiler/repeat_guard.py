@@ -8,8 +8,9 @@ loop over Python objects, and at a small batch a step's Python is a large part o
 
 :func:`repeat_guard` writes the same checks for one plan as straight-line code with the
 expected values as constants (the argument classes, shapes, dtypes, devices and
-``requires_grad``; the gradient mode; every attribute of every model, by identity; the state
-slots ``Capture.ready`` checks), so a repeated call costs one function call and a few dozen
+``requires_grad``; the gradient mode; every attribute of every model, by identity; the objects
+behind the function's global names and closure variables, by identity; the state slots
+``Capture.ready`` checks), so a repeated call costs one function call and a few dozen
 comparisons. Any difference makes it return False, and the call takes the full path, which
 decides as before (another plan, a new capture, or this one). It never says True where the
 full path would not replay this plan: every value it compares by identity, the full path
@@ -32,8 +33,8 @@ import numpy
 from ..grad_mode import GRAD_MODE
 from ..tensor import Tensor
 from .capture import INPUT_ARRAY_KINDS
+from .sources import MISSING, cell_value
 
-_MISSING = object()
 
 
 def repeat_guard(args, state, entry):
@@ -42,7 +43,7 @@ def repeat_guard(args, state, entry):
     :class:`~needle.compiler.capture.Capture`), else False. None when the arguments include
     anything but Tensors and numpy batches, for which the full path's checks stay the only ones."""
     lines, constants = [f"if len(args) != {len(args)}: return False"], {
-        "GRAD_MODE": GRAD_MODE, "MISSING": _MISSING, "ndarray": numpy.ndarray,
+        "GRAD_MODE": GRAD_MODE, "MISSING": MISSING, "ndarray": numpy.ndarray, "cell_value": cell_value,
     }
 
     def constant(value):
@@ -72,6 +73,14 @@ def repeat_guard(args, state, entry):
             f"if d.device.name != {constant(data.device.name)} or a.requires_grad is not {constant(value.requires_grad)}: return False",
         ]
     lines.append(f"if GRAD_MODE.enabled is not {constant(GRAD_MODE.enabled)}: return False")
+    # NOTE: the function's globals and closure variables, by identity (a rebound name: the full path)
+    sources = state.sources
+    if sources.names:
+        lines.append(f"g = {constant(sources.globals)}")
+    for name, value in zip(sources.names, sources.values):
+        lines.append(f"if g.get({constant(name)}, MISSING) is not {constant(value)}: return False")
+    for cell, value in zip(sources.cells, sources.values[len(sources.names):]):
+        lines.append(f"if cell_value({constant(cell)}) is not {constant(value)}: return False")
     for module in state.modules:
         attributes = vars(module)
         table = constant(attributes)

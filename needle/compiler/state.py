@@ -10,6 +10,7 @@ import operator
 import types
 
 from ..backend_ndarray import NDArray
+from .sources import Sources
 
 _SCALARS = (bool, int, float, str, type(None))
 _MISSING = object()
@@ -31,9 +32,11 @@ class Held:
 class StepState:
     """The modules, optimizers and other tensors a function uses, and the tensor slots they hold."""
 
-    def __init__(self, modules, optimizers, tensors=()):
+    def __init__(self, modules, optimizers, tensors=(), sources=None):
         self.modules = modules
         self.optimizers = optimizers
+        self.sources = sources if sources is not None else Sources({}, (), ())  # the function's globals and cells
+        self._source_key = self.sources.key()
         slots, in_modules = [], set()
         for module in modules:
             for name, value in vars(module).items():
@@ -79,7 +82,8 @@ class StepState:
         return tuple(writes)
 
     def fingerprint(self):
-        """What the plan depends on: every module attribute (numbers by value, objects by identity).
+        """What the plan depends on: every module attribute (numbers by value, objects by identity),
+        and the objects the function's sources held when this state was discovered.
 
         Returns the same object as the last call while no attribute was reassigned, so that a
         caller may compare fingerprints by identity.
@@ -92,7 +96,7 @@ class StepState:
             if list(map(len, views)) == last[1] and all(map(operator.is_, values, last[0])):
                 return last[2]
         values = [tuple(view) for view in views]
-        key = tuple(tuple(v if type(v) in _SCALARS else id(v) for v in vs) for vs in values)
+        key = tuple(tuple(v if type(v) in _SCALARS else id(v) for v in vs) for vs in values) + (self._source_key,)
         self._last = (tuple(itertools.chain.from_iterable(values)), [len(vs) for vs in values], key)
         return key
 
@@ -201,7 +205,7 @@ def discover(fn, args, kwargs):
         collect(argument, 2, reached=False)
     for candidate in _reached_by(fn):
         collect(candidate, 2)
-    return StepState(modules, optimizers, tensors)
+    return StepState(modules, optimizers, tensors, Sources.of(fn))
 
 
 def _reached_by(fn):
