@@ -15,7 +15,7 @@ from .errors import CaptureError, EagerFallback, EagerFallbackWarning, Recapture
 from .plan import ReplayMismatch
 from .recorder import redrawn
 from .repeat_guard import repeat_guard
-from .state import discover
+from .state import adopt_replacements, discover
 
 
 def compile(fn=None):
@@ -113,6 +113,7 @@ class CompiledFunction:
         self._plans = {}
         self._last = None  # (fingerprint, gradient mode, argument keys, entry) of the last replay
         self._repeat = None  # (repeat guard, entry): the plan the next call tries first
+        self._latest = None  # the entry the last call replayed or captured (whose state adoption restores)
         self._guards = {}  # id(entry) -> its repeat guard, or None where it has none (the entries live in _plans)
         self._warned_recapture = False
         functools.update_wrapper(self, fn)
@@ -155,7 +156,26 @@ class CompiledFunction:
 
     def _checked_entry(self, args, kwargs):
         """The plan this call replays, by the full checks (signature, then state); None when the call
-        must capture. Keeps the repeat guard of the plan chosen (:mod:`needle.compiler.repeat_guard`)."""
+        must capture. Keeps the repeat guard of the plan chosen (:mod:`needle.compiler.repeat_guard`).
+
+        Before it gives up, state that eager code replaced since the last call by arrays or
+        tensors of the same shape (``p.data = p.data - lr * p.grad`` after the call, an eager
+        training step's BatchNorm statistics) is adopted into the state the last plan reads
+        (:func:`~needle.compiler.state.adopt_replacements`), and the checks run once more."""
+        entry = self._entry_by_signature(args, kwargs)
+        if entry is None or not entry.ready():
+            latest = self._latest
+            if latest is None or not adopt_replacements(latest.expected_slots):
+                return None
+            entry = self._entry_by_signature(args, kwargs)
+            if entry is None or not entry.ready():
+                return None
+        self._latest = entry
+        self._keep_repeat_guard(entry, args, self._state, kwargs)
+        return entry
+
+    def _entry_by_signature(self, args, kwargs):
+        """The plan kept for this call's signature, or None."""
         require_supported_numpy()
         state = self._state
         if state is None or not state.sources.unchanged():  # a global or closure variable rebound: new state
@@ -176,9 +196,6 @@ class CompiledFunction:
                 return None
             self._plans[key] = entry  # the most recently used last: the first to go is the oldest
             self._last = (fingerprint, key[2], key[0], entry) if not kwargs else None
-        if not entry.ready():
-            return None
-        self._keep_repeat_guard(entry, args, state, kwargs)
         return entry
 
     def _keep_repeat_guard(self, entry, args, state, kwargs):
@@ -220,6 +237,7 @@ class CompiledFunction:
             writes += [f"{name} (to {value!r})" for name, value in state.sources.changed_since(sources_before)]
             self._drop_least_recently_used(writes)
         self._last = self._repeat = None
+        self._latest = entry
         self._guards = {}  # the state may have been discovered anew: guards are built again from it
         return entry.last_result
 

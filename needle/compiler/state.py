@@ -165,6 +165,57 @@ def restore_arrays(before):
         tensor._replace_data(data)
 
 
+def adopt_replacements(expected_slots):
+    """Put back the state a plan reads where eager code replaced it between calls by state of
+    the same shape, dtype and device, with the new values copied in; True when anything was.
+
+    ``expected_slots``: a plan's ``(owner, attribute, tensor, array, raw)``. Two replacements
+    are adopted: a tensor given a new array (``p.data = p.data - lr * p.grad`` after a compiled
+    forward and backward), and an attribute set to a new tensor that is not a Parameter
+    (BatchNorm's running statistics after an eager training step; gradients). Copying the values
+    gives a replay what eager code would compute. A new Parameter is not adopted: an optimizer
+    may hold the old one, and which one it updates is the user's choice; nor is an array that
+    shares memory with the state (two parameters' arrays swapped): those calls capture again.
+    """
+    from ..nn.module import Parameter
+
+    state_roots = {id(root_of(raw)) for _, _, _, _, raw in expected_slots if raw is not None}
+    adoptions = []
+    for owner, attribute, tensor, data, raw in expected_slots:
+        if tensor is None or data is None or tensor.cached_data is None:
+            continue
+        current = getattr(owner, attribute, None)
+        if current is tensor:
+            new = tensor.cached_data
+            if new is data or data.raw is not raw:
+                continue
+        elif current is None or isinstance(owner, Held) or isinstance(tensor, Parameter) or isinstance(current, Parameter):
+            continue
+        elif tensor.cached_data is not data or data.raw is not raw:
+            continue
+        else:
+            new = current.cached_data
+        if not isinstance(new, NDArray) or new.shape != data.shape or new.dtype != data.dtype or new.device != data.device:
+            continue
+        if id(root_of(new.raw)) in state_roots:
+            continue
+        adoptions.append((owner, attribute, tensor, data, new))
+    for owner, attribute, tensor, data, new in adoptions:
+        data.raw[...] = new.raw
+        if getattr(owner, attribute, None) is tensor:
+            tensor._replace_data(data)
+        else:
+            setattr(owner, attribute, tensor)
+    return bool(adoptions)
+
+
+def root_of(array):
+    """The array that owns ``array``'s memory (numpy's and CuPy's ``base`` chains)."""
+    while getattr(array, "base", None) is not None and hasattr(array.base, "shape"):
+        array = array.base
+    return array
+
+
 def discover(fn, args, kwargs):
     """The :class:`StepState` of ``fn`` called with ``args`` and ``kwargs``."""
     from ..nn.module import Module

@@ -83,17 +83,33 @@ def test_a_homework_optimizer_replays_bitwise_with_its_lr_read_at_each_call(name
     assert compiled_step.replays == 18
 
 
+def forward_backward_of(model):
+    """The course's forward and backward, gradients cleared by hand."""
+    loss_fn = nn.SoftmaxLoss()
+
+    def forward_backward(x, y):
+        for param in model.parameters():
+            param.grad = None
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        return loss
+
+    return forward_backward
+
+
+def course_update(model, lr):
+    """The course's update: every parameter given a new array."""
+    for param in model.parameters():
+        param.data = param.data - lr * param.grad.data
+
+
 def test_an_update_written_inside_the_step_replays_bitwise():
     def manual_step(model, lr):
-        loss_fn = nn.SoftmaxLoss()
+        forward_backward = forward_backward_of(model)
 
         def step(x, y):
-            for param in model.parameters():
-                param.grad = None
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            for param in model.parameters():
-                param.data = param.data - lr * param.grad.data
+            loss = forward_backward(x, y)
+            course_update(model, lr)
             return loss
 
         return step
@@ -115,11 +131,76 @@ def test_an_update_written_inside_the_step_replays_bitwise():
     assert compiled_step.captures == 2 and compiled_step.replays == 12
 
 
-def test_a_parameter_replaced_between_calls_still_makes_the_next_call_capture():
+def run_with_change_between_calls(change, compiled):
+    """Three steps, ``change(model, opt)`` outside the step, three more: losses, state and the step."""
     model, opt = model_and_optimizer()
-    step = ndl.compile(step_function(model, opt))
-    train(step, opt, 3)
+    step = step_function(model, opt)
+    step = ndl.compile(step) if compiled else step
+    losses = train(step, opt, 3)
+    change(model, opt)
+    losses += train(step, opt, 3, seed=2)
+    return losses, state_arrays(model, opt), step
+
+
+def _zero_first_weight(model, opt):
     weight = model.modules[0].weight
-    weight.data = ndl.Tensor(np.zeros(weight.shape, np.float32))  # outside the step: new state
-    train(step, opt, 1)
-    assert step.captures == 2
+    weight.data = ndl.Tensor(np.zeros(weight.shape, np.float32))
+
+
+def _halve_every_parameter(model, opt):  # a course-written update outside the compiled step
+    for param in model.parameters():
+        param.data = param.data * 0.5
+
+
+def _swap_two_biases(model, opt):
+    first, last = model.modules[1].weight, model.modules[1].bias  # BatchNorm1d(16): both of shape (16,)
+    first.data, last.data = last.data, first.data
+
+
+def _new_parameter(model, opt):
+    linear = model.modules[0]
+    linear.weight = nn.Parameter(ndl.Tensor(np.ones(linear.weight.shape, np.float32)))
+
+
+CHANGES = {
+    "a parameter given new values": (_zero_first_weight, 1),
+    "every parameter updated the course's way": (_halve_every_parameter, 1),
+    "two parameters' arrays swapped": (_swap_two_biases, 2),
+    "a new Parameter object": (_new_parameter, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_state_replaced_between_calls_is_adopted_or_captured_and_always_eagers(name):
+    """A parameter given new arrays of its shape between calls: the values are copied into the
+    arrays the plan reads and the next call replays. Arrays that share memory with the state (a
+    swap) or a new Parameter object (the optimizer still holds the old one) make it capture."""
+    change, captures = CHANGES[name]
+    eager_losses, eager_state, _ = run_with_change_between_calls(change, False)
+    losses, state, step = run_with_change_between_calls(change, True)
+    assert all(np.array_equal(a, b) for a, b in zip(eager_losses, losses))
+    assert eager_state.keys() == state.keys()
+    assert all(np.array_equal(eager_state[key], state[key]) for key in state)
+    assert step.captures == captures
+
+
+def test_a_compiled_forward_and_backward_with_the_update_written_outside():
+    """The course loop with only the forward and backward compiled, and the update written out
+    after the call: one capture, then replays, bitwise as eager."""
+    runs = {}
+    for compiled in (False, True):
+        model, opt = model_and_optimizer()
+        forward_backward = forward_backward_of(model)
+        step = ndl.compile(forward_backward) if compiled else forward_backward
+
+        def train_step(x, y):
+            loss = step(x, y)
+            course_update(model, 0.05)
+            return loss
+
+        losses = train(train_step, opt, 14)
+        runs[compiled] = (losses, state_arrays(model, opt), step)
+    (eager_losses, eager_state, _), (losses, state, step) = runs[False], runs[True]
+    assert all(np.array_equal(a, b) for a, b in zip(eager_losses, losses))
+    assert all(np.array_equal(eager_state[key], state[key]) for key in state)
+    assert step.captures == 2 and step.replays == 12  # the full batches and the partial one

@@ -80,7 +80,8 @@ def test_the_op_replays_bitwise(name, create_graph):
 
 
 def test_a_tensor_the_step_reaches_and_the_user_replaces_is_read_anew():
-    """A tensor the step reads from its closure is state: replacing its data captures again."""
+    """A tensor the step reads from its closure is state: data of its shape given to it between
+    calls is copied into the array the plan reads (no new capture); another shape captures again."""
     scale = ndl.Tensor(np.full(SHAPE, 2.0, np.float32))
     w = ndl.nn.Parameter(ndl.Tensor(np.ones(SHAPE, np.float32)))
     opt = ndl.optim.SGD([w], lr=0.0)
@@ -97,4 +98,8 @@ def test_a_tensor_the_step_reaches_and_the_user_replaces_is_read_anew():
     assert float(step(x).numpy()) == 48.0 and float(step(x).numpy()) == 48.0
     scale.data = ndl.Tensor(np.full(SHAPE, 3.0, np.float32))
     assert float(step(x).numpy()) == 72.0
-    assert step.captures == 2
+    assert step.captures == 1
+    scale.data = ndl.Tensor(np.full(SHAPE[::-1], 1.0, np.float32).T)  # another layout, equal shape: copied too
+    assert float(step(x).numpy()) == 24.0 and step.captures == 1
+    scale.data = ndl.Tensor(np.full((1,) + SHAPE, 4.0, np.float32))  # a broadcastable other shape
+    assert float(step(x).numpy()) == 96.0 and step.captures == 2
