@@ -12,6 +12,7 @@ import numpy
 from .. import autograd
 from ..backend_ndarray import NDArray
 from ..tensor import Tensor
+from .arguments import argument_at, is_input_array, map_inputs
 from .errors import CaptureError
 from .flat_buffers import flatten_gradients, flatten_parameters
 from .optimizer_replay import ReplayedStep, step_keeping_arrays
@@ -27,10 +28,10 @@ class Capture:
     replays_a_plan = True  # its calls count as replays (CompiledFunction.replays)
     attribute_writes = ()  # model attributes a call sets after it (set by CompiledFunction)
 
-    def __init__(self, plan, tensor_positions, slots, outputs, last_result, takes_numpy=False):
+    def __init__(self, plan, tensor_positions, slots, outputs, last_result, any_input=False):
         self.plan = plan
-        self.tensor_positions = tensor_positions  # the arguments that are inputs: Tensors, numpy arrays
-        self.takes_numpy = takes_numpy  # whether some of them are numpy arrays
+        self.tensor_positions = tensor_positions  # the inputs' positions (needle.compiler.arguments)
+        self.any_input = any_input  # whether some inputs are numpy arrays or inside containers
         self.slots = slots  # (owner, attribute, tensor, data, raw, reset): the state after capture
         self.outputs = outputs  # a template: Tensors replaced by ("output", buffer, device)
         self.last_result = last_result
@@ -45,8 +46,8 @@ class Capture:
     def replay(self, args, kwargs):
         for owner, attribute, tensor in self._fresh:
             setattr(owner, attribute, tensor)  # as backward() does: .grad is this step's gradient
-        if kwargs or self.takes_numpy:
-            arrays = [_input_array(_argument(args, kwargs, position)) for position in self.tensor_positions]
+        if kwargs or self.any_input:
+            arrays = [_input_array(argument_at(args, kwargs, position)) for position in self.tensor_positions]
         else:
             arrays = [args[position].cached_data.raw for position in self.tensor_positions]
         plan = self.plan
@@ -66,17 +67,14 @@ def capture_cpu(fn, args, kwargs, state):
     from ..optim.optimizer import Optimizer
 
     recorder = Recorder()
-    tensor_positions, input_buffers = [], []
+    input_buffers = []
 
     def traced_input(position, value):
         if is_input_array(value):  # a numpy batch: an input like a Tensor's array
             buffer = value.copy()
             recorder.know(buffer)
-            tensor_positions.append(position)
             input_buffers.append(buffer)
             return buffer.view(TracedArray)
-        if not isinstance(value, Tensor):
-            return value
         data = value.realize_cached_data()
         if not isinstance(data.raw, numpy.ndarray):
             raise CaptureError(
@@ -85,12 +83,10 @@ def capture_cpu(fn, args, kwargs, state):
             )
         buffer = numpy.array(data.raw, copy=True)
         recorder.know(buffer)
-        tensor_positions.append(position)
         input_buffers.append(buffer)
         return Tensor.make_const(NDArray.wrap(buffer.view(TracedArray), data.device), requires_grad=value.requires_grad)
 
-    traced_args = [traced_input(index, value) for index, value in enumerate(args)]
-    traced_kwargs = {name: traced_input(name, value) for name, value in kwargs.items()}
+    traced_args, traced_kwargs, tensor_positions = map_inputs(args, kwargs, traced_input)
 
     flatten_parameters(state.optimizers)  # one flat buffer per optimizer and dtype: one update call
     swapped, before = {}, []
@@ -185,8 +181,10 @@ def capture_cpu(fn, args, kwargs, state):
         buffers={**recorder.produced, **recorder.known, **{id(buffer): buffer for buffer in input_buffers}},
     )
     _mark_deferred(outputs, plan.deferred_outputs)
-    takes_numpy = any(is_input_array(_argument(args, kwargs, position)) for position in tensor_positions)
-    return Capture(plan, tensor_positions, slots, outputs, _rebuild(outputs), takes_numpy)
+    any_input = any(
+        type(position) is not int or is_input_array(argument_at(args, kwargs, position)) for position in tensor_positions
+    )
+    return Capture(plan, tensor_positions, slots, outputs, _rebuild(outputs), any_input)
 
 
 def _host_step(recorder, opt):
@@ -215,20 +213,8 @@ def _untrace(tensor):
         data.raw = data.raw.view(numpy.ndarray)
 
 
-INPUT_ARRAY_KINDS = "biuf"  # the dtype kinds of numpy arguments taken as inputs (others are Python values)
-
-
-def is_input_array(value):
-    """Whether ``value`` is a numpy array that a capture takes as an input (by shape and dtype)."""
-    return value.__class__ is numpy.ndarray and value.dtype.kind in INPUT_ARRAY_KINDS
-
-
 def _input_array(value):
     return value if value.__class__ is numpy.ndarray else value.cached_data.raw
-
-
-def _argument(args, kwargs, position):
-    return args[position] if isinstance(position, int) else kwargs[position]
 
 
 def _template(value, observed):

@@ -5,10 +5,10 @@ import warnings
 import numpy
 
 from ..grad_mode import GRAD_MODE
-from ..tensor import Tensor
 from ..backend_ndarray import products
 from . import traced_array
-from .capture import INPUT_ARRAY_KINDS, _detached, capture_cpu
+from .arguments import argument_key as _argument_key
+from .capture import _detached, capture_cpu
 from .cuda_graph import capture_cuda, holds_cuda_state, is_cuda_argument
 from .eager_entry import EagerEntry
 from .errors import CaptureError, EagerFallback, EagerFallbackWarning, RecaptureWarning
@@ -22,7 +22,8 @@ def compile(fn=None):
     """Capture ``fn`` (a training step) once per signature and replay it as a static plan.
 
     The first call with a new signature (the shapes, dtypes, devices and ``requires_grad`` of the
-    Tensor arguments, the shapes and dtypes of numpy-array arguments, which are inputs too, the
+    Tensor arguments, the shapes and dtypes of numpy-array arguments, which are inputs too (also
+    inside tuple, list and dict arguments: :mod:`needle.compiler.arguments`), the
     other arguments' values, whether gradients are enabled, the objects behind the global names
     and closure variables ``fn`` reads (:mod:`needle.compiler.sources`), and every
     attribute of the models the function reaches, ``training`` included) runs ``fn`` eagerly while recording each array operation of
@@ -292,19 +293,3 @@ def _signature(args, kwargs, fingerprint):
     arguments = tuple(map(_argument_key, args))
     keywords = tuple((k, _argument_key(v)) for k, v in sorted(kwargs.items())) if kwargs else ()
     return arguments, keywords, GRAD_MODE.enabled, fingerprint
-
-
-def _argument_key(value):
-    if value.__class__ is numpy.ndarray and value.dtype.kind in INPUT_ARRAY_KINDS:
-        return ("array", value.shape, value.dtype)  # an input, like a Tensor's array (as jax.jit takes them)
-    if isinstance(value, Tensor):
-        data = value.cached_data
-        if data is None:
-            data = value.realize_cached_data()
-        raw = data.raw
-        return ("tensor", raw.shape, raw.dtype, data.device.name, value.requires_grad)
-    try:
-        hash(value)
-    except TypeError:
-        return ("object", id(value))
-    return ("value", type(value), value)

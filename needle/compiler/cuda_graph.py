@@ -31,6 +31,7 @@ and the memory pool; ``benchmarks/gpu_check.sh`` measures it on a GPU.
 import numpy
 
 from ..backend_ndarray.captured_gemm import NotCapturable
+from .arguments import argument_at, inputs_of, map_inputs
 from .errors import EagerFallback
 from .optimizer_replay import step_keeping_arrays
 from .state import keep_replaced_tensors, read_slots, slots_still_held
@@ -156,14 +157,15 @@ class CudaGraphCapture:
         return slots_still_held(self.expected_slots) and all(check() for check in self.ready_checks)
 
     def replay(self, args, kwargs):
-        from .capture import _argument, _rebuild
+        from .capture import _rebuild
 
         for parameter, gradient in self.gradients:
             parameter.grad = gradient  # the arrays this plan's graphs write
         # NOTE: on the current stream, not the capture's: a side stream would race the kernels
         # that made the inputs (CuPy's default stream does not wait for a non-blocking one).
         for buffer, position in zip(self.input_buffers, self.tensor_positions):
-            buffer[...] = _argument(args, kwargs, position).cached_data.raw
+            source = argument_at(args, kwargs, position)
+            buffer[...] = source if isinstance(source, numpy.ndarray) else source.cached_data.raw
         if self.host_uploads is not None:
             self.host_uploads.before_launch()
         for update in self.updates:
@@ -192,14 +194,15 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     from .graph_update import GraphUpdate
     from .host_uploads import HostUploads
 
-    tensor_positions, input_buffers = [], []
+    input_buffers = []
 
     def device_input(position, value):
-        if not isinstance(value, Tensor):
-            return value
+        if isinstance(value, numpy.ndarray):  # (a host array where nothing lives on a GPU: a stand-in's)
+            buffer = value.copy()
+            input_buffers.append(buffer)
+            return buffer
         data = value.realize_cached_data()
         buffer = data.raw.copy()
-        tensor_positions.append(position)
         input_buffers.append(buffer)
         return Tensor.make_const(NDArray.wrap(buffer, data.device), requires_grad=value.requires_grad)
 
@@ -208,7 +211,7 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     state_before = read_slots([(owner, name) for owner, name in state.slots if name != "grad"])
     eager_result = fn(*args, **kwargs)
     keep_replaced_tensors(state_before)  # the attributes the plan's signature was taken with
-    on_host = host_arguments(args, kwargs) if _state_off_host(state) else ()
+    on_host = host_arguments(args, kwargs) if _state_off_host(state) or is_cuda_argument(args, kwargs) else ()
     if on_host:
         # NOTE: a graph would upload the capture's copy of a host batch at every launch
         raise EagerFallback(
@@ -218,8 +221,7 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
             f"(x.to(ndl.cuda()), or ndl.Tensor(x, device=ndl.cuda())) to have them replayed",
             _detached(eager_result),
         )
-    device_args = [device_input(i, v) for i, v in enumerate(args)]
-    device_kwargs = {k: device_input(k, v) for k, v in kwargs.items()}
+    device_args, device_kwargs, tensor_positions = map_inputs(args, kwargs, device_input)  # host inputs fell back above
     stream = cupy.cuda.Stream(non_blocking=True)
     segments = GraphSegments(stream)
     pool = cupy.get_default_memory_pool()
@@ -335,26 +337,18 @@ def _state_off_host(state):
 
 
 def host_arguments(args, kwargs):
-    """The positions (names for keywords) of the arguments that hold host data: numpy arrays
-    and Tensors on the CPU."""
-    from ..tensor import Tensor
-
+    """The positions (:mod:`needle.compiler.arguments`) of the inputs that hold host data: numpy
+    arrays and Tensors on the CPU."""
     found = []
-    for position, value in list(enumerate(args)) + list(kwargs.items()):
-        if isinstance(value, numpy.ndarray):
-            found.append(position)
-        elif isinstance(value, Tensor) and value.realize_cached_data().device.name == "cpu":
+    for position, value in inputs_of(args, kwargs):
+        if isinstance(value, numpy.ndarray) or value.realize_cached_data().device.name == "cpu":
             found.append(position)
     return found
 
 
 def is_cuda_argument(args, kwargs):
-    """Whether any Tensor argument lives on a CUDA device."""
-    from ..tensor import Tensor
-
-    for value in list(args) + list(kwargs.values()):
-        if isinstance(value, Tensor):
-            raw = value.realize_cached_data().raw
-            if not isinstance(raw, numpy.ndarray):
-                return True
+    """Whether any Tensor argument (also inside a tuple, list or dict) lives on a CUDA device."""
+    for _, value in inputs_of(args, kwargs):
+        if not isinstance(value, numpy.ndarray) and not isinstance(value.realize_cached_data().raw, numpy.ndarray):
+            return True
     return False

@@ -32,7 +32,7 @@ import numpy
 
 from ..grad_mode import GRAD_MODE
 from ..tensor import Tensor
-from .capture import INPUT_ARRAY_KINDS
+from .arguments import INPUT_ARRAY_KINDS
 from .sources import MISSING, cell_value
 
 

@@ -158,3 +158,44 @@ def test_a_step_on_the_gpu_given_host_batches_runs_eagerly_and_says_how_to_repla
     assert "x.to(ndl.cuda())" in fallback.value.reason
     assert not np.array_equal(model.modules[0].weight.numpy(), weight), "the eager call trained a step"
     assert np.isfinite(fallback.value.eager_result.numpy()).all()
+
+
+def test_a_batch_in_a_tuple_is_copied_into_the_graphs_inputs_at_each_replay(monkeypatch):
+    import sys
+
+    from needle import nn
+    from needle.backend_ndarray import captured_gemm
+    from needle.compiler import cuda_graph
+    from needle.compiler.state import discover
+
+    tape = Tape()
+    gpu, cupy = stand_in_gpu(tape)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(captured_gemm, "CapturedGemm", lambda: np.matmul)
+    np.random.seed(0)
+    model = nn.Sequential(nn.Linear(6, 3, device=gpu))
+    opt = ndl.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(batch):
+        x, y = batch
+        opt.reset_grad()
+        loss = nn.SoftmaxLoss()(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    rng = np.random.default_rng(0)
+
+    def batch():
+        return (
+            ndl.Tensor(rng.standard_normal((5, 6)).astype(np.float32), device=gpu),
+            ndl.Tensor(rng.integers(0, 3, 5), device=gpu, dtype="int64"),
+        )
+
+    first = batch()
+    entry = cuda_graph.capture_cuda(step, (first,), {}, discover(step, (first,), {}))
+    assert entry.tensor_positions == [(0, 0), (0, 1)]
+    second = batch()
+    entry.replay((second,), {})
+    assert np.array_equal(entry.input_buffers[0], second[0].numpy())
+    assert np.array_equal(entry.input_buffers[1], second[1].numpy())

@@ -110,7 +110,66 @@ def test_the_caller_may_reuse_its_numpy_batch_after_the_call():
 
 
 def test_an_array_of_strings_is_a_python_value_not_an_input():
-    from needle.compiler.compiled import _argument_key
+    from needle.compiler.arguments import argument_key as _argument_key
 
     assert _argument_key(np.zeros((2, 3), np.float32)) == ("array", (2, 3), np.dtype("float32"))
     assert _argument_key(np.array(["a", "b"]))[0] == "object"
+
+
+BATCH_FORMS = {
+    "tuple": lambda x, y: ((x, y),),
+    "list": lambda x, y: ([x, y],),
+    "dict": lambda x, y: ({"image": x, "label": y},),
+    "namedtuple": lambda x, y: (Batch(x, y),),
+    "nested, numpy labels": lambda x, y: (((x,), {"label": y.numpy()}),),
+}
+
+
+class Batch(tuple):
+    """A namedtuple-like batch (``_fields``), as some loaders yield."""
+
+    _fields = ("image", "label")
+
+    def __new__(cls, image, label):
+        return super().__new__(cls, (image, label))
+
+
+def _unpack(batch):
+    if isinstance(batch, dict):
+        return batch["image"], batch["label"]
+    if isinstance(batch[1], dict):
+        return batch[0][0], ndl.Tensor(batch[1]["label"])
+    return batch[0], batch[1]
+
+
+@pytest.mark.parametrize("form", sorted(BATCH_FORMS))
+def test_a_batch_passed_in_a_container_is_an_input(form):
+    """``step(batch)`` with the Tensors inside a tuple, list, dict or namedtuple: inputs by shape,
+    replayed bitwise, one plan per batch shape (not one per call)."""
+    loss_fn = nn.SoftmaxLoss()
+    runs = {}
+    for compiled in (False, True):
+        model, opt = model_and_optimizer()
+
+        def step(batch):
+            x, y = _unpack(batch)
+            opt.reset_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        step = ndl.compile(step) if compiled else step
+        images, labels = data()
+        np.random.seed(1)
+        losses, start = [], 0
+        for _ in range(12):
+            start = 0 if start >= len(images) else start
+            x, y = ndl.Tensor(images[start : start + 32]), ndl.Tensor(labels[start : start + 32])
+            losses.append(step(*BATCH_FORMS[form](x, y)).numpy())
+            start += 32
+        runs[compiled] = (losses, state_arrays(model, opt), step)
+    (eager_losses, eager_state, _), (losses, state, compiled_step) = runs[False], runs[True]
+    assert all(np.array_equal(a, b) for a, b in zip(eager_losses, losses))
+    assert all(np.array_equal(eager_state[name], state[name]) for name in state)
+    assert compiled_step.captures == 2 and compiled_step.replays == 10
