@@ -52,7 +52,11 @@ def argument_key(value):
     if _is_sequence(value):
         return ("sequence", type(value), tuple(map(argument_key, value)))
     if type(value) is dict:
-        return ("dict", tuple((key, argument_key(item)) for key, item in value.items()))
+        try:
+            items = sorted(value.items(), key=lambda item: item[0])  # as jax's pytrees: the keys' order is no matter
+        except TypeError:  # keys that do not compare (a str and an int)
+            items = value.items()
+        return ("dict", tuple((key, argument_key(item)) for key, item in items))
     try:
         hash(value)
     except TypeError:

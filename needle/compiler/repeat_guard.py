@@ -41,7 +41,8 @@ def repeat_guard(args, state, entry):
     """A function of a call's positional arguments: True when that call has the signature and the
     state of this one (positional ``args`` with ``state``'s models, replayed by ``entry``, a
     :class:`~needle.compiler.capture.Capture`), else False. None when the arguments include
-    anything but Tensors and numpy batches, for which the full path's checks stay the only ones."""
+    anything but Tensors and numpy batches (also in tuples, lists and dicts), for which the full
+    path's checks stay the only ones."""
     lines, constants = [f"if len(args) != {len(args)}: return False"], {
         "GRAD_MODE": GRAD_MODE, "MISSING": MISSING, "ndarray": numpy.ndarray, "cell_value": cell_value,
     }
@@ -52,26 +53,10 @@ def repeat_guard(args, state, entry):
         return name
 
     for index, value in enumerate(args):
-        if value.__class__ is numpy.ndarray and value.dtype.kind in INPUT_ARRAY_KINDS:
-            lines += [  # a numpy batch: an input, by class, shape and dtype
-                f"a = args[{index}]",
-                "if a.__class__ is not ndarray: return False",
-                f"if a.shape != {constant(value.shape)} or a.dtype != {constant(value.dtype)}: return False",
-            ]
-            continue
-        if not isinstance(value, Tensor) or value.cached_data is None:
+        checks = _input_checks(f"args[{index}]", value, constant)
+        if checks is None:
             return None
-        data = value.cached_data
-        raw = data.raw
-        lines += [
-            f"a = args[{index}]",
-            f"if a.__class__ is not {constant(value.__class__)}: return False",
-            "d = a.cached_data",
-            "if d is None: return False",
-            "r = d.raw",
-            f"if r.shape != {constant(raw.shape)} or r.dtype != {constant(raw.dtype)}: return False",
-            f"if d.device.name != {constant(data.device.name)} or a.requires_grad is not {constant(value.requires_grad)}: return False",
-        ]
+        lines += checks
     lines.append(f"if GRAD_MODE.enabled is not {constant(GRAD_MODE.enabled)}: return False")
     # NOTE: the function's globals and closure variables, by identity (a rebound name: the full path)
     sources = state.sources
@@ -103,3 +88,43 @@ def repeat_guard(args, state, entry):
     namespace = {}
     exec(compile(source, "<ndl.compile repeat guard>", "exec"), namespace)
     return namespace["make"](*constants.values())
+
+
+def _input_checks(expression, value, constant):
+    """Lines checking that ``expression`` (an argument, or an item of one) is an input like
+    ``value`` (a Tensor or numpy batch, or a tuple, list or dict of them); None for anything else."""
+    if value.__class__ is numpy.ndarray and value.dtype.kind in INPUT_ARRAY_KINDS:
+        return [  # a numpy batch: an input, by class, shape and dtype
+            f"a = {expression}",
+            "if a.__class__ is not ndarray: return False",
+            f"if a.shape != {constant(value.shape)} or a.dtype != {constant(value.dtype)}: return False",
+        ]
+    if isinstance(value, Tensor):
+        data = value.cached_data
+        if data is None:
+            return None
+        raw = data.raw
+        return [
+            f"a = {expression}",
+            f"if a.__class__ is not {constant(value.__class__)}: return False",
+            "d = a.cached_data",
+            "if d is None: return False",
+            "r = d.raw",
+            f"if r.shape != {constant(raw.shape)} or r.dtype != {constant(raw.dtype)}: return False",
+            f"if d.device.name != {constant(data.device.name)} or a.requires_grad is not {constant(value.requires_grad)}: return False",
+        ]
+    if value.__class__ in (tuple, list, dict) or (isinstance(value, tuple) and hasattr(value, "_fields")):
+        keys = list(value) if value.__class__ is dict else range(len(value))
+        lines = [  # a container of inputs: its class, its length (its keys, in order), then each item
+            f"a = {expression}",
+            f"if a.__class__ is not {constant(value.__class__)} or len(a) != {len(value)}: return False",
+        ]
+        if value.__class__ is dict:
+            lines.append(f"if list(a) != {constant(keys)}: return False")
+        for key in keys:
+            item = _input_checks(f"{expression}[{constant(key)}]", value[key], constant)
+            if item is None:
+                return None
+            lines += item
+        return lines
+    return None

@@ -173,3 +173,32 @@ def test_a_batch_passed_in_a_container_is_an_input(form):
     assert all(np.array_equal(a, b) for a, b in zip(eager_losses, losses))
     assert all(np.array_equal(eager_state[name], state[name]) for name in state)
     assert compiled_step.captures == 2 and compiled_step.replays == 10
+
+
+def test_repeated_calls_with_a_batch_container_replay_through_the_repeat_guard():
+    model, opt = model_and_optimizer()
+    loss_fn = nn.SoftmaxLoss()
+
+    @ndl.compile
+    def step(batch):
+        opt.reset_grad()
+        loss = loss_fn(model(batch["image"]), ndl.Tensor(batch["label"]))
+        loss.backward()
+        opt.step()
+        return loss
+
+    images, labels = data()
+
+    def batch(start, size=8):
+        return {"image": ndl.Tensor(images[start : start + size]), "label": labels[start : start + size]}
+
+    step(batch(0)), step(batch(8))
+    full_checks = []
+    checked = step._checked_entry
+    step._checked_entry = lambda args, kwargs: full_checks.append(1) or checked(args, kwargs)
+    for start in (16, 24, 32):
+        step(batch(start))
+    assert full_checks == [] and step.captures == 1 and step.replays == 4
+    step({"label": labels[:8], "image": ndl.Tensor(images[:8])})  # the keys in another order: the full checks, the same plan
+    step(batch(0, 4))  # another shape: a new plan
+    assert len(full_checks) == 2 and step.captures == 2
