@@ -39,7 +39,9 @@ def compile(fn=None):
     parameter's array, with the new values copied in, so the plan stays valid.
 
     Python side effects in ``fn`` (printing, appending to a list, counting calls) happen only
-    while capturing, as with ``jax.jit`` and tinygrad's ``TinyJit``. Reading a tensor's value
+    while capturing, as with ``jax.jit`` and tinygrad's ``TinyJit``; but the models' attributes
+    ``fn`` sets to a number, bool, string or None (``model.train()``, ``model.eval()``) are set
+    again after each replay, as the capture left them. Reading a tensor's value
     into Python inside ``fn`` (``float(loss)``, ``loss.numpy()``, ``if loss > 0:``) raises
     :class:`CaptureError` at capture, naming the line: return the tensor and read it after the call.
 
