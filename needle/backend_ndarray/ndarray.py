@@ -93,10 +93,18 @@ class NDArray(CourseArrayInterface):
         return len(self.raw)
 
     def __repr__(self):
-        return f"NDArray({self.numpy()!r}, device={self.device!r})"
+        return f"NDArray({self._shown()!r}, device={self.device!r})"
 
     def __str__(self):
-        return str(self.numpy())
+        return str(self._shown())
+
+    def _shown(self):
+        """What printing shows: the values; while ``ndl.compile`` captures, its traced array, which
+        prints that its value is not known yet (a print in a compiled step runs at capture only)."""
+        raw = self.raw
+        if raw.__class__ is not numpy.ndarray and isinstance(raw, numpy.ndarray):
+            return raw  # a numpy subclass prints itself (ndl.compile's traced array: "not known while capturing")
+        return self.numpy()
 
     # ---- conversion -----------------------------------------------------------------------
     def numpy(self):

@@ -128,3 +128,25 @@ def test_a_python_decision_on_a_constant_the_step_makes_is_no_error():
     opt = ndl.optim.SGD(model.parameters(), lr=0.1)
     expected = [step(ndl.Tensor(x)).numpy().copy() for x in inputs]
     assert compiled.replays == 2 and [a.tobytes() for a in got] == [a.tobytes() for a in expected]
+
+
+def test_printing_a_tensor_while_capturing_shows_that_its_value_is_not_known_yet(capsys):
+    """A print in a compiled step runs at capture only (a Python side effect); it shows a
+    placeholder instead of raising, as a jax tracer prints, and replays print nothing."""
+    import needle as ndl
+
+    model = ndl.nn.Linear(3, 2)
+
+    @ndl.compile
+    def forward(x):
+        out = model(x)
+        print("out:", out, repr(out))
+        return out
+
+    x = ndl.Tensor(np.ones((4, 3), np.float32))
+    first, second = forward(x), forward(x)
+    printed = capsys.readouterr().out
+    assert printed.count("out:") == 1 and "its value is not known while capturing" in printed
+    assert "needle.Tensor(<traced array shape=(4, 2) dtype=float32" in printed
+    assert np.array_equal(first.numpy(), second.numpy())
+    assert "[[" in str(second)  # outside a capture, values as ever
