@@ -8,6 +8,7 @@ from ..grad_mode import GRAD_MODE
 from ..backend_ndarray import products
 from . import traced_array
 from .arguments import argument_key as _argument_key
+from .assignment_watch import AssignmentWatch
 from .capture import _detached, capture_cpu
 from .cuda_graph import capture_cuda, holds_cuda_state, is_cuda_argument
 from .eager_entry import EagerEntry
@@ -15,7 +16,7 @@ from .errors import CaptureError, EagerFallback, EagerFallbackWarning, Recapture
 from .plan import ReplayMismatch
 from .recorder import redrawn
 from .repeat_guard import repeat_guard
-from .state import adopt_replacements, discover
+from .state import adopt_replacements, discover, hyperparameters
 
 
 def compile(fn=None):
@@ -40,8 +41,9 @@ def compile(fn=None):
 
     Python side effects in ``fn`` (printing, appending to a list, counting calls) happen only
     while capturing, as with ``jax.jit`` and tinygrad's ``TinyJit``; but the models' attributes
-    ``fn`` sets to a number, bool, string or None (``model.train()``, ``model.eval()``) are set
-    again after each replay, as the capture left them. Reading a tensor's value
+    ``fn`` sets to a number, bool, string or None (``model.train()``, ``model.eval()``), and the
+    optimizers' hyper-parameters it sets (``opt.lr = lr``), are set again at each replay, as the
+    capture left them, before its steps run. Reading a tensor's value
     into Python inside ``fn`` (``float(loss)``, ``loss.numpy()``, ``if loss > 0:``) raises
     :class:`CaptureError` at capture, naming the line: return the tensor and read it after the call.
 
@@ -141,13 +143,15 @@ class CompiledFunction:
             entry = self._checked_entry(args, kwargs)
             if entry is None:
                 return self._capture(args, kwargs)
+        for owner, name, value in entry.attribute_writes:
+            # NOTE: what the capturing call set (model.train(), opt.lr = lr inside the step), set
+            # before the replay, whose optimizer steps read the hyper-parameters as they are then
+            setattr(owner, name, value)
         try:
             result = entry.replay(args, kwargs)
         except ReplayMismatch as mismatch:
             return self._after_mismatch(entry, mismatch, args, kwargs)
         self.replays += entry.replays_a_plan
-        for owner, name, value in entry.attribute_writes:
-            setattr(owner, name, value)  # what the capturing call set (model.train() inside the step)
         return result
 
     def _inside_a_capture(self, args, kwargs):
@@ -223,17 +227,18 @@ class CompiledFunction:
         # as the capture left them (entry.attribute_writes).
         before, sources_before = state.attribute_values(), state.sources.read()
         key = _signature(args, kwargs, state.fingerprint())
-        if is_cuda_argument(args, kwargs) or holds_cuda_state(state):
-            try:
-                entry = capture_cuda(self.fn, args, kwargs, state)
-            except EagerFallback as fallback:
-                # NOTE: warned once: later calls of this signature find the eager entry
-                warnings.warn(fallback.reason, EagerFallbackWarning, stacklevel=3)
-                entry = EagerEntry(self.fn, fallback.reason, fallback.eager_result, state.slots)
-        else:
-            entry = capture_cpu(self.fn, args, kwargs, state)
+        with AssignmentWatch(state.optimizers, hyperparameters) as watch:
+            if is_cuda_argument(args, kwargs) or holds_cuda_state(state):
+                try:
+                    entry = capture_cuda(self.fn, args, kwargs, state)
+                except EagerFallback as fallback:
+                    # NOTE: warned once: later calls of this signature find the eager entry
+                    warnings.warn(fallback.reason, EagerFallbackWarning, stacklevel=3)
+                    entry = EagerEntry(self.fn, fallback.reason, fallback.eager_result, state.slots)
+            else:
+                entry = capture_cpu(self.fn, args, kwargs, state)
         self.captures += 1
-        entry.attribute_writes = state.scalar_writes(before)
+        entry.attribute_writes = state.scalar_writes(before, watch.assigned)
         self._plans[key] = entry
         if len(self._plans) > PLANS_KEPT:
             writes = [f"{type(owner).__name__}.{name} (to {value!r})" for owner, name, value in entry.attribute_writes]

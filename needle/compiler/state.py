@@ -67,10 +67,12 @@ class StepState:
         """Every module's attributes as they are now (a dict per module), for :meth:`scalar_writes`."""
         return [dict(vars(module)) for module in self.modules]
 
-    def scalar_writes(self, before):
-        """``(module, name, value)`` for each attribute that has been set to another number, string,
-        bool or None since ``before`` (:meth:`attribute_values`): what a replay sets again, as the
-        call that captured set it (``model.eval()`` inside a step)."""
+    def scalar_writes(self, before, assigned=None):
+        """``(owner, name, value)`` for what a replay sets again, as the call that captured set it:
+        each module attribute set to another number, string, bool or None since ``before``
+        (:meth:`attribute_values`; ``model.eval()`` inside a step), and each optimizer
+        hyper-parameter the step assigned (``assigned``: optimizer -> names, from an
+        :class:`~needle.compiler.assignment_watch.AssignmentWatch`; ``opt.lr = lr``)."""
         writes = []
         for module, values in zip(self.modules, before):
             for name, value in vars(module).items():
@@ -79,6 +81,11 @@ class StepState:
                     continue
                 if type(old) is not type(value) or old != value:
                     writes.append((module, name, value))
+        for opt in self.optimizers:
+            for name in sorted((assigned or {}).get(opt, ())):
+                value = getattr(opt, name, _MISSING)
+                if type(value) in _SCALARS:
+                    writes.append((opt, name, value))
         return tuple(writes)
 
     def fingerprint(self):
@@ -99,6 +106,16 @@ class StepState:
         key = tuple(tuple(v if type(v) in _SCALARS else id(v) for v in vs) for vs in values) + (self._source_key,)
         self._last = (tuple(itertools.chain.from_iterable(values)), [len(vs) for vs in values], key)
         return key
+
+
+def hyperparameters(opt):
+    """The names of ``opt``'s hyper-parameters: its class's ``hyperparameter_names``, or, for an
+    optimizer written without them (course homework), the usual names it has."""
+    declared = getattr(type(opt), "hyperparameter_names", ())
+    return declared or tuple(name for name in _USUAL_HYPERPARAMETERS if name in vars(opt))
+
+
+_USUAL_HYPERPARAMETERS = ("lr", "momentum", "weight_decay", "beta1", "beta2", "eps")
 
 
 def slots_still_held(expected_slots):

@@ -127,3 +127,51 @@ def test_a_compiled_function_called_while_another_captures_runs_inline():
             assert inner.captures == 1 and inner.replays == 0, "inline at the capture, not called by replays"
     for eager, replayed in zip(results[False], results[True]):
         assert all(np.array_equal(a, b) for a, b in zip(eager, replayed))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_learning_rate_the_step_sets_from_its_argument_is_the_one_each_replay_uses(optimizer):
+    """``opt.lr = lr`` inside the step, ``lr`` an argument cycling through three values: one plan
+    per value, and each replay sets ``opt.lr`` again before its update (the last capture's value
+    would be left otherwise), even where the capturing call set it to the value it had."""
+    runs = {}
+    for compiled in (False, True):
+        model, opt = model_and_optimizer(optimizer)
+        loss_fn = nn.SoftmaxLoss()
+
+        def step(x, y, lr):
+            opt.lr = lr
+            opt.reset_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        step = ndl.compile(step) if compiled else step
+        first_lr = opt.lr  # the first call sets the value it already has
+        np.random.seed(4)
+        rates = [first_lr, first_lr * 0.1, first_lr * 0.5]
+        losses = [step(*batch(index), rates[index % 3]).numpy() for index in range(12)]
+        runs[compiled] = (losses, state_arrays(model, opt), opt.lr, step)
+    (eager_losses, eager_state, eager_lr, _), (losses, state, lr, step) = runs[False], runs[True]
+    assert all(np.array_equal(a, b) for a, b in zip(eager_losses, losses))
+    assert all(np.array_equal(eager_state[name], state[name]) for name in state)
+    assert lr == eager_lr == rates[2]
+    assert step.captures == 3 and step.replays == 9
+
+
+def test_a_learning_rate_set_between_calls_is_not_undone_by_the_replay():
+    model, opt = model_and_optimizer()
+    step = ndl.compile(lambda x, y: _train_step(model, opt, x, y))
+    step(*batch(0)), step(*batch(1))
+    opt.lr = 0.5
+    step(*batch(2))
+    assert opt.lr == 0.5
+
+
+def _train_step(model, opt, x, y):
+    opt.reset_grad()
+    loss = nn.SoftmaxLoss()(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
