@@ -13,12 +13,12 @@ from .. import autograd
 from ..backend_ndarray import NDArray
 from ..tensor import Tensor
 from .arguments import argument_at, is_input_array, map_inputs
-from .errors import CaptureError
+from .errors import CaptureError, EagerFallback
 from .flat_buffers import flatten_gradients, flatten_parameters
 from .optimizer_replay import ReplayedStep, step_keeping_arrays
 from .plan import Plan
 from .recorder import Recorder, root
-from .state import slots_still_held
+from .state import keep_replaced_tensors, slots_still_held
 from .traced_array import TracedArray
 
 
@@ -123,6 +123,7 @@ def capture_cpu(fn, args, kwargs, state):
         opt.step = _host_step(recorder, opt)
     Optimizer._gradients_and_sources = checked_gradients
     recorder.start()
+    backward_calls = autograd._BACKWARD_CALLS
     try:
         result = fn(*traced_args, **traced_kwargs)
     finally:
@@ -136,6 +137,11 @@ def capture_cpu(fn, args, kwargs, state):
         for owner, attribute in state.slots:
             _untrace(getattr(owner, attribute, None))
 
+    needing = outputs_needing_graph(result) if autograd._BACKWARD_CALLS == backward_calls else ()
+    if needing:
+        # NOTE: the state as an eager call leaves it, in the tensors the signature was taken with
+        keep_replaced_tensors([(o, a, t, d) for o, a, t, d, _ in before if a != "grad"])
+        raise EagerFallback(graph_needed_reason(fn, needing), result, keeps_graph=True)
     results = set()
     outputs = _template(result, results)
     del result  # the eager graph: what the plan's steps alone hold is known to be theirs
@@ -185,6 +191,52 @@ def capture_cpu(fn, args, kwargs, state):
         type(position) is not int or is_input_array(argument_at(args, kwargs, position)) for position in tensor_positions
     )
     return Capture(plan, tensor_positions, slots, outputs, _rebuild(outputs), any_input)
+
+
+def outputs_needing_graph(result, where="result"):
+    """Where in ``result`` (``"result"``, ``"result[1]"``, ``"result['logits']"``) a Tensor needs
+    its graph: it requires grad, reads a model's parameter, and no backward() has gone through
+    it. Asked of a function that
+    ran no backward() (a forward pass, whose backward the caller would run after the call); a
+    replay returns values only, so that backward would reach nothing. (A training step's other
+    results, a loss times the batch size, are values.)"""
+    if isinstance(result, Tensor):
+        needs = result.op is not None and result.requires_grad and result._spent is False and _reads_a_parameter(result)
+        return [where] if needs else []
+    if type(result) in (tuple, list) or (isinstance(result, tuple) and hasattr(result, "_fields")):
+        return [w for index, item in enumerate(result) for w in outputs_needing_graph(item, f"{where}[{index}]")]
+    if type(result) is dict:
+        return [w for key, item in result.items() for w in outputs_needing_graph(item, f"{where}[{key!r}]")]
+    return []
+
+
+def _reads_a_parameter(tensor):
+    """Whether a ``Parameter`` (a model's weight) is among the leaves of ``tensor``'s graph: a
+    forward through a model, not arithmetic on plain tensors (which require grad by default)."""
+    stack, seen = [tensor], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op is None:
+            if node._is_parameter:
+                return True
+            continue
+        stack.extend(node.inputs)
+    return False
+
+
+def graph_needed_reason(fn, where):
+    """The warning of a step whose results need their graph (:func:`outputs_needing_graph`)."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return (
+        f"ndl.compile: {name} runs no backward() and returns a tensor that requires grad "
+        f"({', '.join(where)}). A replay returns values without a graph, so a backward() "
+        f"after the call could not reach the parameters: calls with this signature run eagerly. "
+        f"ndl.compile captures whole training steps: call loss.backward() and opt.step() inside the "
+        f"compiled function; to evaluate, run the forward under ndl.no_grad()"
+    )
 
 
 def _host_step(recorder, opt):

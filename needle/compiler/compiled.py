@@ -1,5 +1,6 @@
 """``ndl.compile``: capture a training step once per signature, then replay it."""
 import functools
+import types
 import warnings
 
 import numpy
@@ -46,6 +47,12 @@ def compile(fn=None):
     capture left them, before its steps run. Reading a tensor's value
     into Python inside ``fn`` (``float(loss)``, ``loss.numpy()``, ``if loss > 0:``) raises
     :class:`CaptureError` at capture, naming the line: return the tensor and read it after the call.
+
+    ``fn`` may be a callable object: ``ndl.compile(model)`` reaches the model as its state, and
+    the wrapper gives its attributes. A function that runs no ``backward()`` and, with gradients
+    enabled, returns a result reading a model's parameters (a forward whose backward the caller
+    runs) is run eagerly for that signature, results with their graphs, with one
+    :class:`EagerFallbackWarning`: a replay's results have no graph to differentiate.
 
     On CUDA a replay is one CUDA graph launch, an SGD or Adam update included, with Dropout's
     masks redrawn on the host before it (:mod:`needle.compiler.cuda_graph`). There the first
@@ -121,7 +128,17 @@ class CompiledFunction:
         self._latest = None  # the entry the last call replayed or captured (whose state adoption restores)
         self._guards = {}  # id(entry) -> its repeat guard, or None where it has none (the entries live in _plans)
         self._warned_recapture = False
-        functools.update_wrapper(self, fn)
+        # NOTE: a compiled object (a Module) keeps its attributes its own: copying its __dict__
+        # (update_wrapper's default) would give this wrapper stale copies of them
+        functools.update_wrapper(self, fn, updated=functools.WRAPPER_UPDATES if isinstance(fn, types.FunctionType) else ())
+
+    def __getattr__(self, name):
+        """The compiled object's attributes (``ndl.compile(model).parameters()``, ``.eval()``), as
+        ``torch.compile``'s wrapper of a module gives them."""
+        fn = self.__dict__.get("fn")
+        if fn is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(fn, name)
 
     def __get__(self, instance, owner):
         if instance is None:
@@ -227,16 +244,14 @@ class CompiledFunction:
         # as the capture left them (entry.attribute_writes).
         before, sources_before = state.attribute_values(), state.sources.read()
         key = _signature(args, kwargs, state.fingerprint())
+        capture = capture_cuda if is_cuda_argument(args, kwargs) or holds_cuda_state(state) else capture_cpu
         with AssignmentWatch(state.optimizers, hyperparameters) as watch:
-            if is_cuda_argument(args, kwargs) or holds_cuda_state(state):
-                try:
-                    entry = capture_cuda(self.fn, args, kwargs, state)
-                except EagerFallback as fallback:
-                    # NOTE: warned once: later calls of this signature find the eager entry
-                    warnings.warn(fallback.reason, EagerFallbackWarning, stacklevel=3)
-                    entry = EagerEntry(self.fn, fallback.reason, fallback.eager_result, state.slots)
-            else:
-                entry = capture_cpu(self.fn, args, kwargs, state)
+            try:
+                entry = capture(self.fn, args, kwargs, state)
+            except EagerFallback as fallback:
+                # NOTE: warned once: later calls of this signature find the eager entry
+                warnings.warn(fallback.reason, EagerFallbackWarning, stacklevel=3)
+                entry = EagerEntry(self.fn, fallback.reason, fallback.eager_result, state.slots, fallback.keeps_graph)
         self.captures += 1
         entry.attribute_writes = state.scalar_writes(before, watch.assigned)
         self._plans[key] = entry

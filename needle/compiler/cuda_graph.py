@@ -190,7 +190,8 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     from ..backend_ndarray.captured_gemm import CapturedGemm
     from ..backend_ndarray.device import Device
     from ..tensor import Tensor
-    from .capture import _detached, _template
+    from .. import autograd
+    from .capture import _detached, _template, graph_needed_reason, outputs_needing_graph
     from .graph_update import GraphUpdate
     from .host_uploads import HostUploads
 
@@ -209,8 +210,12 @@ def capture_cuda(fn, args, kwargs, state):  # pragma: no cover - needs a GPU (be
     # NOTE: this call's step runs eagerly; it also makes lazily made state (optimizer moments,
     # compiled kernels) before the capture, which records a step without running it.
     state_before = read_slots([(owner, name) for owner, name in state.slots if name != "grad"])
+    backward_calls = autograd._BACKWARD_CALLS
     eager_result = fn(*args, **kwargs)
     keep_replaced_tensors(state_before)  # the attributes the plan's signature was taken with
+    needing = outputs_needing_graph(eager_result) if autograd._BACKWARD_CALLS == backward_calls else ()
+    if needing:  # a forward whose backward the caller runs: it needs the graph a replay has not
+        raise EagerFallback(graph_needed_reason(fn, needing), eager_result, keeps_graph=True)
     on_host = host_arguments(args, kwargs) if _state_off_host(state) or is_cuda_argument(args, kwargs) else ()
     if on_host:
         # NOTE: a graph would upload the capture's copy of a host batch at every launch

@@ -16,11 +16,12 @@ class EagerEntry:
     replays_a_plan = False  # its calls do not count as replays
     attribute_writes = ()  # model attributes a call sets after it (set by CompiledFunction)
 
-    def __init__(self, fn, reason, last_result, slots):
+    def __init__(self, fn, reason, last_result, slots, keeps_graph=False):
         self.fn = fn
         self.reason = reason
         self.last_result = last_result
         self.slots = [(owner, name) for owner, name in slots if name != "grad"]
+        self.keeps_graph = keeps_graph  # results returned with their graphs (a forward the caller differentiates)
 
     def ready(self):
         return True
@@ -29,4 +30,4 @@ class EagerEntry:
         before = read_slots(self.slots)
         result = self.fn(*args, **kwargs)
         keep_replaced_tensors(before)  # the same attributes, so the next call finds this entry again
-        return _detached(result)
+        return result if self.keeps_graph else _detached(result)

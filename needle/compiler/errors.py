@@ -14,7 +14,8 @@ class CaptureError(RuntimeError):
 
 class EagerFallbackWarning(UserWarning):
     """Warned once per signature when ``ndl.compile`` cannot replay a step that ran correctly
-    eagerly (on CUDA: a value read to the host inside the step); calls with that signature run eagerly."""
+    eagerly (on CUDA: a value read to the host inside the step; anywhere: results that need their
+    graph, a forward whose backward runs after the call); calls with that signature run eagerly."""
 
 
 class RecaptureWarning(UserWarning):
@@ -25,8 +26,10 @@ class RecaptureWarning(UserWarning):
 
 class EagerFallback(Exception):
     """Raised by a capture whose eager call succeeded but whose step cannot be replayed: carries
-    the eager call's result and the reason, for :class:`~needle.compiler.compiled.CompiledFunction`."""
+    the eager call's result and the reason, for :class:`~needle.compiler.compiled.CompiledFunction`.
+    ``keeps_graph``: the results keep their graphs (a forward whose backward the caller runs),
+    here and in the eager calls that follow."""
 
-    def __init__(self, reason, eager_result):
+    def __init__(self, reason, eager_result, keeps_graph=False):
         super().__init__(reason)
-        self.reason, self.eager_result = reason, eager_result
+        self.reason, self.eager_result, self.keeps_graph = reason, eager_result, keeps_graph

@@ -21,11 +21,12 @@ Example:
     >>> model = ndl.nn.Linear(2, 1)
     >>> step = ndl.compile(lambda x: model(x))
     >>> x = ndl.Tensor([[1.0, 2.0]])
-    >>> _ = step(x); _ = step(x)                 # a capture, then a replay through the full path
-    >>> step._repeat is not None and step._repeat[0]((x,))
+    >>> with ndl.no_grad():                           # (an evaluation: see compile)
+    ...     _ = step(x); _ = step(x)                 # a capture, then a replay through the full path
+    ...     print(step._repeat is not None and step._repeat[0]((x,)))
+    ...     _ = model.eval()                          # a model attribute changed: the guard says no
+    ...     print(step._repeat[0]((x,)))
     True
-    >>> _ = model.eval()                          # a model attribute changed: the guard says no
-    >>> step._repeat[0]((x,))
     False
 """
 import numpy

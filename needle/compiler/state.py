@@ -5,6 +5,7 @@ attribute level below those, such as a trainer's ``self.model``), as ``torch.com
 what a function reaches. Their tensors are the plan's state slots; their attributes are part of
 the signature, so ``model.eval()`` or a new ``Dropout.p`` selects another plan.
 """
+import functools
 import itertools
 import operator
 import types
@@ -277,7 +278,13 @@ def discover(fn, args, kwargs):
 
 
 def _reached_by(fn):
-    """What ``fn`` can reach directly: its closure, the globals it names, and ``self``."""
+    """What ``fn`` can reach directly: its closure, the globals it names, and ``self``; for a
+    callable object (a Module compiled as ``ndl.compile(model)``) the object itself; for a
+    ``functools.partial``, its bound arguments and what its function reaches."""
+    if isinstance(fn, functools.partial):
+        return list(fn.args) + list(fn.keywords.values()) + _reached_by(fn.func)
+    if not isinstance(fn, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
+        return [fn]  # NOTE: its __call__ (forward) reads its own attributes
     found = []
     function = getattr(fn, "__func__", fn)
     for cell in getattr(function, "__closure__", None) or ():

@@ -102,7 +102,7 @@ def test_a_closure_variable_rebound_is_noticed():
         factor = ndl.Tensor(np.ones((12, 4), np.float32))
 
         def forward(x):
-            return x @ factor
+            return x @ factor  # (a constant: no graph to keep)
 
         def rebind(value):
             nonlocal factor
