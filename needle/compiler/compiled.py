@@ -20,7 +20,7 @@ from .repeat_guard import repeat_guard
 from .state import adopt_replacements, discover, hyperparameters
 
 
-def compile(fn=None):
+def compile(fn=None, **options):
     """Capture ``fn`` (a training step) once per signature and replay it as a static plan.
 
     The first call with a new signature (the shapes, dtypes, devices and ``requires_grad`` of the
@@ -62,7 +62,9 @@ def compile(fn=None):
     and calls with that signature run eagerly.
 
     Args:
-        fn: the step function; ``@ndl.compile`` and ``ndl.compile(fn)`` both work.
+        fn: the step function; ``@ndl.compile``, ``@ndl.compile()`` and ``ndl.compile(fn)`` work.
+        options: none are taken (``torch.compile``'s ``mode=``, ``fullgraph=``, ``dynamic=``...
+            raise a TypeError naming them): there is one behaviour, capture once and replay.
 
     Returns:
         a :class:`CompiledFunction`; its results are Tensors without a graph holding the values
@@ -84,6 +86,11 @@ def compile(fn=None):
         >>> step.captures, step.replays, second.op is None
         (1, 1, True)
     """
+    if options:
+        raise TypeError(
+            f"ndl.compile takes no options (got {', '.join(f'{k}={v!r}' for k, v in options.items())}): it has one "
+            f"behaviour, capture a step once per signature and replay it. Write ndl.compile(fn) or @ndl.compile"
+        )
     if fn is None:
         return compile
     return CompiledFunction(fn)

@@ -151,3 +151,18 @@ def test_printing_a_tensor_while_capturing_shows_that_its_value_is_not_known_yet
     assert "needle.Tensor(<traced array shape=(4, 2) dtype=float32" in printed
     assert np.array_equal(first.numpy(), second.numpy())
     assert "[[" in str(second)  # outside a capture, values as ever
+
+
+def test_torch_compiles_options_are_refused_by_name():
+    import needle as ndl
+
+    with pytest.raises(TypeError, match=r"ndl.compile takes no options \(got mode='max-autotune', fullgraph=True\)"):
+        ndl.compile(lambda x: x, mode="max-autotune", fullgraph=True)
+    with pytest.raises(TypeError, match="dynamic=False"):
+        ndl.compile(dynamic=False)
+
+    @ndl.compile()
+    def double(x):
+        return x * 2
+
+    assert double(ndl.Tensor(np.ones(2, np.float32), requires_grad=False)).numpy().tolist() == [2.0, 2.0]
