@@ -33,6 +33,7 @@ class AssignmentWatch:
         self._installed = []  # (class, name, what the class's own dict held, or _NOTHING)
 
     def __enter__(self):
+        self.objects = [obj for obj in self.objects if hasattr(obj, "__dict__")]  # (slots only: nothing to watch)
         watched = {id(obj) for obj in self.objects}
         for obj in self.objects:
             cls = type(obj)
