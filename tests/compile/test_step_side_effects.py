@@ -176,3 +176,23 @@ def _train_step(model, opt, x, y):
     loss.backward()
     opt.step()
     return loss
+
+
+def test_the_assignment_watch_leaves_the_classes_as_they_were():
+    from needle.compiler.assignment_watch import AssignmentWatch
+
+    class Homework:
+        lr = 0.5  # a class default the instance does not override
+
+        @property
+        def momentum(self):  # a property of the class: not watched
+            return 0.0
+
+    first, second, other = Homework(), Homework(), Homework()
+    with AssignmentWatch([first, second], lambda obj: ("lr", "momentum")) as watch:
+        assert first.lr == 0.5  # the class default, read through the watch
+        first.lr = 0.5
+        other.lr = 0.1  # not watched: not noted
+    assert watch.assigned == {first: {"lr"}}
+    assert vars(Homework)["lr"] == 0.5 and isinstance(vars(Homework)["momentum"], property)
+    assert first.lr == 0.5 and second.lr == 0.5 and other.lr == 0.1
