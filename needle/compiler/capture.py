@@ -26,7 +26,7 @@ class Capture:
     """A captured plan and the state it expects (one entry of a :class:`CompiledFunction`)."""
 
     replays_a_plan = True  # its calls count as replays (CompiledFunction.replays)
-    attribute_writes = ()  # model attributes a call sets after it (set by CompiledFunction)
+    attribute_writes = ()  # (owner, name, value) a call sets before its replay: what its capture set (CompiledFunction)
 
     def __init__(self, plan, tensor_positions, slots, outputs, last_result, any_input=False):
         self.plan = plan

@@ -130,7 +130,7 @@ class CudaGraphCapture:
     """
 
     replays_a_plan = True
-    attribute_writes = ()  # model attributes a call sets after it (set by CompiledFunction)
+    attribute_writes = ()  # (owner, name, value) a call sets before its replay: what its capture set (CompiledFunction)
 
     def __init__(
         self, segments, allocations, tensor_positions, input_buffers, outputs, last_result, slots, updates=(),

@@ -14,7 +14,7 @@ class EagerEntry:
 
     expected_slots = ()  # no state to check before a call (ready() is always True)
     replays_a_plan = False  # its calls do not count as replays
-    attribute_writes = ()  # model attributes a call sets after it (set by CompiledFunction)
+    attribute_writes = ()  # (owner, name, value) a call sets before its replay: what its capture set (CompiledFunction)
 
     def __init__(self, fn, reason, last_result, slots, keeps_graph=False):
         self.fn = fn
