@@ -51,18 +51,22 @@ def _holds_traced(values):
 
 
 def root(array):
-    """The array that owns ``array``'s memory (itself when it owns it).
+    """The array that owns ``array``'s memory (itself when it owns it): numpy's, or CuPy's.
 
     numpy's ``as_strided`` (the im2col windows of a convolution) puts an object of its own
     between a view and the array it views; the walk goes through it.
     """
     while True:
-        base = array.base
-        if not isinstance(base, numpy.ndarray):
+        base = getattr(array, "base", None)
+        if not _is_array(base):
             base = getattr(base, "base", None)  # as_strided's DummyArray holds the array it views
-            if not isinstance(base, numpy.ndarray):
+            if not _is_array(base):
                 return array
         array = base
+
+
+def _is_array(value):
+    return isinstance(value, numpy.ndarray) or (hasattr(value, "shape") and hasattr(value, "base"))
 
 
 class Step:

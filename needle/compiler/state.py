@@ -196,8 +196,9 @@ def adopt_replacements(expected_slots):
     shares memory with the state (two parameters' arrays swapped): those calls capture again.
     """
     from ..nn.module import Parameter
+    from .recorder import root
 
-    state_roots = {id(root_of(raw)) for _, _, _, _, raw in expected_slots if raw is not None}
+    state_roots = {id(root(raw)) for _, _, _, _, raw in expected_slots if raw is not None}
     adoptions = []
     for owner, attribute, tensor, data, raw in expected_slots:
         if tensor is None or data is None or tensor.cached_data is None:
@@ -215,7 +216,7 @@ def adopt_replacements(expected_slots):
             new = current.cached_data
         if not isinstance(new, NDArray) or new.shape != data.shape or new.dtype != data.dtype or new.device != data.device:
             continue
-        if id(root_of(new.raw)) in state_roots:
+        if id(root(new.raw)) in state_roots:
             continue
         adoptions.append((owner, attribute, tensor, data, new))
     for owner, attribute, tensor, data, new in adoptions:
@@ -225,13 +226,6 @@ def adopt_replacements(expected_slots):
         else:
             setattr(owner, attribute, tensor)
     return bool(adoptions)
-
-
-def root_of(array):
-    """The array that owns ``array``'s memory (numpy's and CuPy's ``base`` chains)."""
-    while getattr(array, "base", None) is not None and hasattr(array.base, "shape"):
-        array = array.base
-    return array
 
 
 def discover(fn, args, kwargs):

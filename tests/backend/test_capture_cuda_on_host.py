@@ -73,18 +73,25 @@ def stand_in_gpu(tape):
     return gpu, cupy
 
 
-def test_capture_cuda_puts_the_update_and_the_masks_in_one_graph(monkeypatch):
+@pytest.fixture
+def gpu(monkeypatch):
+    """The stand-in GPU device, with the stand-in CuPy installed and needle's captured products
+    made by numpy's matmul, for the test's duration."""
     import sys
 
-    from needle import nn
     from needle.backend_ndarray import captured_gemm
+
+    device, cupy = stand_in_gpu(Tape())
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(captured_gemm, "CapturedGemm", lambda: np.matmul)
+    return device
+
+
+def test_capture_cuda_puts_the_update_and_the_masks_in_one_graph(gpu):
+    from needle import nn
     from needle.compiler import cuda_graph
     from needle.compiler.state import discover
 
-    tape = Tape()
-    gpu, cupy = stand_in_gpu(tape)
-    monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setattr(captured_gemm, "CapturedGemm", lambda: np.matmul)
     np.random.seed(0)
     model = nn.Sequential(nn.Linear(6, 8, device=gpu), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3, device=gpu))
     opt = ndl.optim.Adam(model.parameters(), lr=0.01)
@@ -121,22 +128,15 @@ def test_capture_cuda_puts_the_update_and_the_masks_in_one_graph(monkeypatch):
     assert not entry.ready(), "new moments: the graph would update the old ones"
 
 
-def test_a_step_on_the_gpu_given_host_batches_runs_eagerly_and_says_how_to_replay_it(monkeypatch):
+def test_a_step_on_the_gpu_given_host_batches_runs_eagerly_and_says_how_to_replay_it(gpu):
     """A model on the GPU, a batch passed as a numpy array or a CPU Tensor and moved inside the
     step: a graph would upload the capture's batch at every launch, so the capture falls back
     (the eager result, once), naming the arguments and the fix."""
-    import sys
-
     from needle import nn
-    from needle.backend_ndarray import captured_gemm
     from needle.compiler import cuda_graph
     from needle.compiler.errors import EagerFallback
     from needle.compiler.state import discover
 
-    tape = Tape()
-    gpu, cupy = stand_in_gpu(tape)
-    monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setattr(captured_gemm, "CapturedGemm", lambda: np.matmul)
     np.random.seed(0)
     model = nn.Sequential(nn.Linear(6, 3, device=gpu))
     opt = ndl.optim.SGD(model.parameters(), lr=0.1)
@@ -160,18 +160,11 @@ def test_a_step_on_the_gpu_given_host_batches_runs_eagerly_and_says_how_to_repla
     assert np.isfinite(fallback.value.eager_result.numpy()).all()
 
 
-def test_a_batch_in_a_tuple_is_copied_into_the_graphs_inputs_at_each_replay(monkeypatch):
-    import sys
-
+def test_a_batch_in_a_tuple_is_copied_into_the_graphs_inputs_at_each_replay(gpu):
     from needle import nn
-    from needle.backend_ndarray import captured_gemm
     from needle.compiler import cuda_graph
     from needle.compiler.state import discover
 
-    tape = Tape()
-    gpu, cupy = stand_in_gpu(tape)
-    monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setattr(captured_gemm, "CapturedGemm", lambda: np.matmul)
     np.random.seed(0)
     model = nn.Sequential(nn.Linear(6, 3, device=gpu))
     opt = ndl.optim.SGD(model.parameters(), lr=0.1)

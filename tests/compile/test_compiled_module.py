@@ -90,14 +90,11 @@ def test_a_training_steps_other_results_are_values_and_it_replays():
     """A step that ran backward() is a training step: a result computed after it (the loss times
     the batch size, logits after the update) is a value, and the step is replayed."""
     model, opt = model_and_optimizer()
-    loss_fn = nn.SoftmaxLoss()
+    train_step = step_function(model, opt)
 
     @ndl.compile
     def step(x, y):
-        opt.reset_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        loss = train_step(x, y)
         return loss * x.shape[0], model(x)
 
     with warnings.catch_warnings():

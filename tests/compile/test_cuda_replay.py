@@ -10,6 +10,7 @@ import needle as ndl
 import needle.nn as nn
 
 from steps import step_function
+from test_course_updates import course_update, forward_backward_of
 
 FEATURES, CLASSES, SAMPLES, STEPS = 12, 4, 150, 50
 
@@ -165,15 +166,11 @@ def test_cuda_a_homework_update_replays_with_the_parameters_keeping_their_arrays
     runs = {}
     for compiled in (False, True):
         model, opt, _ = _setup(cuda_device, "sgd")
-        loss_fn = nn.SoftmaxLoss()
+        forward_backward = forward_backward_of(model)
 
         def step(x, y):
-            for param in model.parameters():
-                param.grad = None
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            for param in model.parameters():
-                param.data = param.data - 0.05 * param.grad.data
+            loss = forward_backward(x, y)
+            course_update(model, 0.05)
             return loss
 
         step = ndl.compile(step) if compiled else step

@@ -10,7 +10,7 @@ import pytest
 import needle as ndl
 import needle.nn as nn
 from needle.compiler.compiled import NUMPY_MAJOR
-from steps import data, model_and_optimizer, state_arrays
+from steps import data, model_and_optimizer, state_arrays, step_function
 
 pytestmark = pytest.mark.skipif(NUMPY_MAJOR < 2, reason="ndl.compile needs numpy 2")
 
@@ -146,18 +146,13 @@ def _unpack(batch):
 def test_a_batch_passed_in_a_container_is_an_input(form):
     """``step(batch)`` with the Tensors inside a tuple, list, dict or namedtuple: inputs by shape,
     replayed bitwise, one plan per batch shape (not one per call)."""
-    loss_fn = nn.SoftmaxLoss()
     runs = {}
     for compiled in (False, True):
         model, opt = model_and_optimizer()
+        train_step = step_function(model, opt)
 
         def step(batch):
-            x, y = _unpack(batch)
-            opt.reset_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+            return train_step(*_unpack(batch))
 
         step = ndl.compile(step) if compiled else step
         images, labels = data()

@@ -17,7 +17,7 @@ import pytest
 import needle as ndl
 import needle.nn as nn
 from needle.compiler.compiled import NUMPY_MAJOR
-from steps import data, model_and_optimizer, state_arrays
+from steps import data, model_and_optimizer, state_arrays, step_function
 
 pytestmark = pytest.mark.skipif(NUMPY_MAJOR < 2, reason="ndl.compile needs numpy 2")
 
@@ -138,15 +138,11 @@ def test_a_learning_rate_the_step_sets_from_its_argument_is_the_one_each_replay_
     runs = {}
     for compiled in (False, True):
         model, opt = model_and_optimizer(optimizer)
-        loss_fn = nn.SoftmaxLoss()
+        train_step = step_function(model, opt)
 
         def step(x, y, lr):
             opt.lr = lr
-            opt.reset_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+            return train_step(x, y)
 
         step = ndl.compile(step) if compiled else step
         first_lr = opt.lr  # the first call sets the value it already has
@@ -163,19 +159,11 @@ def test_a_learning_rate_the_step_sets_from_its_argument_is_the_one_each_replay_
 
 def test_a_learning_rate_set_between_calls_is_not_undone_by_the_replay():
     model, opt = model_and_optimizer()
-    step = ndl.compile(lambda x, y: _train_step(model, opt, x, y))
+    step = ndl.compile(step_function(model, opt))
     step(*batch(0)), step(*batch(1))
     opt.lr = 0.5
     step(*batch(2))
     assert opt.lr == 0.5
-
-
-def _train_step(model, opt, x, y):
-    opt.reset_grad()
-    loss = nn.SoftmaxLoss()(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
 
 
 def test_the_assignment_watch_leaves_the_classes_as_they_were():
